@@ -1,0 +1,151 @@
+#include "train_command.hpp"
+
+#include <sys/resource.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/data/token_source.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/gpt_config.hpp"
+#include "dstrain/engine/models/loss.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+
+namespace ds::app {
+namespace {
+
+// "--set dstrain.model.n_layer=4": a dotted path into the config JSON and a JSON (or string) value.
+void apply_override(nlohmann::json& json, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error("--set expects KEY=VALUE, got '" + assignment + "'");
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  nlohmann::json* node = &json;
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    (*node)[key.substr(start, dot - start)];
+    node = &(*node)[key.substr(start, dot - start)];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  *node = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (node->is_discarded()) *node = text;
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+void progress_bar(int64_t step, int64_t total, double loss) {
+  const int width = 30;
+  const int filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
+  std::printf("\r[%.*s%*s] %lld/%lld loss %.4f", filled, "##############################", width - filled, "",
+              static_cast<long long>(step), static_cast<long long>(total), loss);
+  if (step == total) std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& app, TrainOptions& options) {
+  app.add_option("-c,--config", options.config_path, "DeepSpeed-style JSON config (with a \"dstrain\" block)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--steps", options.steps, "optimizer steps to train (default: dstrain.steps of the config)");
+  app.add_option("--save-dir", options.save_dir, "write a checkpoint here at the end of training");
+  app.add_flag("--resume", options.resume, "continue from the latest checkpoint in --save-dir");
+  app.add_option("--metrics", options.metrics_path, "append one JSON line per step to this file (rank 0)");
+  app.add_option("--set", options.overrides,
+                 "override a config key: --set dstrain.model.n_layer=4 --set zero_optimization.stage=2");
+}
+
+int run_training(const TrainOptions& options) {
+  if (options.config_path.empty()) throw Error("no config: pass --config FILE (see configs/)");
+  if (options.resume && options.save_dir.empty()) throw Error("--resume needs --save-dir");
+  nlohmann::json json = Config::from_file(options.config_path).to_json();
+  for (const std::string& assignment : options.overrides) apply_override(json, assignment);
+  Config config = Config::from_json(json);
+
+  auto world = comm::init_distributed("mpi");
+  const nlohmann::json& block = config.dstrain_block();
+  const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
+  torch::manual_seed(config.training().seed);
+  models::GPTConfig model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));
+  models::GPT model(model_config);
+  auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
+                                        model_config.block_size);
+  auto engine = ds::initialize(model, config, world);
+  if (options.resume) engine->load_checkpoint(options.save_dir);
+
+  const int rank = world->rank();
+  const int world_size = world->world_size();
+  const int gas = engine->gradient_accumulation_steps();
+  const int micro = engine->train_micro_batch_size_per_gpu();
+  const int print_every = std::max(1, config.training().steps_per_print);
+  std::ofstream metrics;
+  if (rank == 0 && !options.metrics_path.empty()) {
+    metrics.open(options.metrics_path, std::ios::app);
+    if (!metrics) throw Error("cannot open metrics file").with_path(options.metrics_path).with_errno(errno);
+  }
+  const bool interactive = rank == 0 && ::isatty(STDOUT_FILENO);
+  log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, ",
+            model->parameters().size(), " tensors; training ", steps, " steps");
+
+  while (engine->global_steps() < steps) {
+    const int64_t step = engine->global_steps();
+    const auto start = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    for (int a = 0; a < gas; ++a) {
+      data::Batch batch = source->batch(step, a, rank, world_size, micro);
+      at::Tensor logits = engine->forward(batch.inputs);
+      at::Tensor loss = models::cross_entropy_loss(logits.to(at::kFloat), batch.targets);
+      engine->backward(loss);
+      engine->step();
+      loss_sum += loss.item<double>();
+    }
+    at::Tensor loss = torch::tensor({loss_sum / gas}, torch::kDouble);
+    world->all_reduce(loss, comm::ReduceOp::Avg);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double samples_per_sec = engine->train_batch_size() / seconds;
+    const ModelStateBytes bytes = engine->model_state_bytes();
+    const int64_t done = engine->global_steps();
+    nlohmann::json line = {{"step", done},
+                           {"loss", loss.item<double>()},
+                           {"lr", engine->get_lr()},
+                           {"grad_norm", engine->last_grad_norm()},
+                           {"samples_per_sec", samples_per_sec},
+                           {"tokens_per_sec", samples_per_sec * model_config.block_size},
+                           {"peak_rss_mb", peak_rss_mb()},
+                           {"param_bytes", bytes.parameters},
+                           {"grad_bytes", bytes.gradients},
+                           {"optimizer_bytes", bytes.optimizer}};
+    if (config.training().wall_clock_breakdown) {
+      line["breakdown_ms"] = engine->timers().elapsed_all_ms();
+      engine->timers().reset();
+    }
+    if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
+    if (interactive) progress_bar(done, steps, loss.item<double>());
+    if (done % print_every == 0 || done == steps) {
+      char text[256];
+      std::snprintf(text, sizeof text,
+                    "step %lld | loss %.4f | lr %.3e | %.1f samples/s | model state %.1f MB (params %.1f, grads %.1f, "
+                    "optim %.1f) | peak rss %.0f MB",
+                    static_cast<long long>(done), loss.item<double>(), engine->get_lr(), samples_per_sec,
+                    bytes.total() / 1e6, bytes.parameters / 1e6, bytes.gradients / 1e6, bytes.optimizer / 1e6,
+                    peak_rss_mb());
+      if (interactive) std::printf("\n");
+      log::info(text);
+    }
+  }
+  if (!options.save_dir.empty()) engine->save_checkpoint(options.save_dir);
+  return 0;
+}
+
+}  // namespace ds::app

@@ -1,0 +1,44 @@
+// The default process group, as torch.distributed / deepspeed.comm: init_distributed() brings up
+// the world once (from mpirun's environment, or as a single process without mpirun) and the free
+// functions below run collectives on it. The world group is dstrain's one piece of global state.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dstrain/comm/backend.hpp"
+
+namespace ds::comm {
+
+// "mpi" or "nccl" (only when built with NCCL). Idempotent: a second call with the same name returns
+// the same world; another name is a ds::Error. Sets the logging rank and installs a terminate
+// handler that aborts the whole job, so an exception escaping any thread leaves no rank hanging.
+std::shared_ptr<Backend> init_distributed(const std::string& backend_name = "mpi");
+bool is_initialized();
+// Drops the world group and shuts MPI down; collectives afterwards are a ds::Error.
+void finalize();
+
+Backend& world();  // throws ds::Error when not initialized
+int get_rank();
+int get_world_size();
+
+void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+void all_gather(const std::vector<at::Tensor>& outputs, const at::Tensor& input);
+void reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op = ReduceOp::Sum);
+void broadcast(const at::Tensor& tensor, int src);
+void send(const at::Tensor& tensor, int dst, int tag = 0);
+void recv(const at::Tensor& tensor, int src, int tag = 0);
+void barrier();
+
+// Logs the message as an error with this rank and ends the whole job: MPI_Abort when MPI is up,
+// else this process alone. Safe to call before init_distributed and from any thread.
+[[noreturn]] void abort_job(const std::string& message);
+
+// Runs body and returns its exit code. A std::exception (ds::Error included) escaping body on any
+// rank is logged with that rank and ends the whole job through MPI_Abort, so no rank is left waiting
+// in a collective. Meant to wrap main().
+int run_or_abort(const std::function<int()>& body);
+
+}  // namespace ds::comm

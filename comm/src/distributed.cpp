@@ -1,0 +1,112 @@
+#include "dstrain/comm/distributed.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "dstrain/comm/mpi_backend.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#ifdef DSTRAIN_WITH_NCCL
+#include "dstrain/comm/nccl_backend.hpp"
+#endif
+
+namespace ds::comm {
+namespace {
+
+// The world group: the one piece of global state DESIGN.md allows.
+std::shared_ptr<Backend> g_world;
+std::string g_world_name;
+
+bool mpi_running() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+[[noreturn]] void abort_on_terminate() {
+  std::string what = "std::terminate called";
+  if (std::exception_ptr current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& e) {
+      what = std::string("uncaught exception: ") + e.what();
+    } catch (...) {
+      what = "uncaught exception of unknown type";
+    }
+  }
+  abort_job(what);
+}
+
+std::shared_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "mpi") return std::make_shared<MpiBackend>(/*cuda_aware=*/false);
+#ifdef DSTRAIN_WITH_NCCL
+  if (name == "nccl") return std::make_shared<NcclBackend>();
+#else
+  if (name == "nccl") throw Error("backend 'nccl' needs dstrain built with CUDA and NCCL (DSTRAIN_WITH_NCCL is off)");
+#endif
+  throw Error("unknown communication backend '" + name + "' (expected mpi or nccl)");
+}
+
+}  // namespace
+
+std::shared_ptr<Backend> init_distributed(const std::string& backend_name) {
+  if (g_world) {
+    if (backend_name != g_world_name)
+      throw Error("init_distributed('" + backend_name + "') after the world was initialized with '" + g_world_name +
+                  "'");
+    return g_world;
+  }
+  g_world = make_backend(backend_name);
+  g_world_name = backend_name;
+  log::set_rank(g_world->rank());
+  std::set_terminate(abort_on_terminate);
+  return g_world;
+}
+
+bool is_initialized() { return g_world != nullptr; }
+
+void finalize() {
+  g_world.reset();
+  g_world_name.clear();
+  if (mpi_running()) MPI_Finalize();
+}
+
+Backend& world() {
+  if (!g_world) throw Error("ds::comm used before init_distributed()");
+  return *g_world;
+}
+
+int get_rank() { return world().rank(); }
+int get_world_size() { return world().world_size(); }
+
+void all_reduce(const at::Tensor& tensor, ReduceOp op) { world().all_reduce(tensor, op); }
+void all_gather(const std::vector<at::Tensor>& outputs, const at::Tensor& input) { world().all_gather(outputs, input); }
+void reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
+  world().reduce_scatter(output, inputs, op);
+}
+void broadcast(const at::Tensor& tensor, int src) { world().broadcast(tensor, src); }
+void send(const at::Tensor& tensor, int dst, int tag) { world().send(tensor, dst, tag); }
+void recv(const at::Tensor& tensor, int src, int tag) { world().recv(tensor, src, tag); }
+void barrier() { world().barrier(); }
+
+void abort_job(const std::string& message) {
+  log::error(message);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+int run_or_abort(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+}
+
+}  // namespace ds::comm

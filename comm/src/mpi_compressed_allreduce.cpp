@@ -1,0 +1,93 @@
+// MpiBackend::compressed_allreduce: DeepSpeed's 1-bit allreduce with error feedback
+// (deepspeed/runtime/comm/mpi.py), the arithmetic in onebit_kernels, the bytes through MPI:
+//
+//   worker:  x = pad(buffer) + worker_error; s = ‖x‖/√n; worker_error = x − s·sign(x)
+//   phase 1: chunk j of sign(x) (n/8/world bytes) and s go to rank j      (MPI_Alltoall, MPI_Allgather)
+//   server:  c = Σ_j s_j/world · sign_j + server_error over this rank's chunk;
+//            t = ‖c‖/√m; server_error = c − t·sign(c)
+//   phase 2: every rank's sign(c) chunk and t go to every rank           (MPI_Allgather ×2)
+//   result:  chunk j = t_j · sign(c_j), trimmed to the buffer's length
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "dstrain/comm/mpi_backend.hpp"
+#include "dstrain/comm/onebit_kernels.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "mpi_errors.hpp"
+#include "staged_tensor.hpp"
+
+namespace ds::comm {
+namespace {
+
+std::string float32_problem(const at::Tensor& t, const char* role) {
+  if (!t.defined()) return std::string(role) + " is an undefined tensor";
+  if (t.scalar_type() != at::kFloat)
+    return std::string(role) + " has dtype " + c10::toString(t.scalar_type()) + "; compressed_allreduce needs float32";
+  return "";
+}
+
+}  // namespace
+
+at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker_error, at::Tensor server_error,
+                                            int /*local_rank: DeepSpeed's GPU for cupy; the kernels here run on the CPU*/) {
+  std::string problem;
+  for (auto [tensor, role] : {std::pair{&buffer, "buffer"}, {&worker_error, "worker_error"}, {&server_error, "server_error"}})
+    if (problem.empty()) problem = float32_problem(*tensor, role);
+  if (problem.empty()) {
+    try {
+      onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
+    } catch (const Error& e) {
+      problem = e.message();
+    }
+  }
+  const int64_t numel = buffer.defined() ? buffer.numel() : -1;
+  agree("compressed_allreduce", {numel}, log::concat("a buffer of ", numel, " values"), problem);
+  const onebit::Layout layout =
+      onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
+
+  StagedTensor staged_worker_error(worker_error, worker_error.is_cpu());
+  StagedTensor staged_server_error(server_error, server_error.is_cpu());
+  // x: the padded buffer. When the buffer itself is a CPU float32 array of the padded length it is
+  // used in place (as DeepSpeed does); otherwise x is a padded copy.
+  StagedTensor staged_buffer(buffer, buffer.is_cpu());
+  at::Tensor x = staged_buffer.tensor().reshape({-1});
+  if (layout.padded != layout.numel) x = at::constant_pad_nd(x, {0, layout.padded - layout.numel});
+  float* values = x.data_ptr<float>();
+
+  const int world = world_size_;
+  const int chunk_bytes = mpi_count(layout.chunk_bytes(), "compressed_allreduce chunk");
+  std::vector<uint8_t> packed(layout.padded / 8), received(layout.padded / 8);
+  const float worker_scale = onebit::compress_with_feedback(
+      values, staged_worker_error.tensor().data_ptr<float>(), layout.padded, packed.data());
+  std::vector<float> worker_scales(world);
+  check_mpi(MPI_Alltoall(packed.data(), chunk_bytes, MPI_BYTE, received.data(), chunk_bytes, MPI_BYTE, comm_),
+            "MPI_Alltoall");
+  check_mpi(MPI_Allgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, comm_), "MPI_Allgather");
+
+  // DeepSpeed scales each worker's scale by 1/world before summing: the same float operations here.
+  std::vector<float> weights(world);
+  const float inverse_world = static_cast<float>(1.0 / world);
+  for (int j = 0; j < world; ++j) weights[j] = worker_scales[j] * inverse_world;
+  std::vector<float> compensated(layout.chunk);
+  onebit::sum_decoded(received.data(), weights.data(), world, layout.chunk, compensated.data());
+  std::vector<uint8_t> server_packed(chunk_bytes);
+  const float server_scale = onebit::compress_with_feedback(
+      compensated.data(), staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed.data());
+
+  std::vector<float> server_scales(world);
+  check_mpi(MPI_Allgather(server_packed.data(), chunk_bytes, MPI_BYTE, received.data(), chunk_bytes, MPI_BYTE, comm_),
+            "MPI_Allgather");
+  check_mpi(MPI_Allgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, comm_), "MPI_Allgather");
+  for (int j = 0; j < world; ++j)
+    onebit::unpack_signs(received.data() + int64_t{j} * chunk_bytes, layout.chunk, server_scales[j],
+                         values + j * layout.chunk);
+
+  staged_worker_error.copy_back();
+  staged_server_error.copy_back();
+  if (x.data_ptr() != buffer.data_ptr()) buffer.copy_(x.narrow(0, 0, layout.numel).view(buffer.sizes()));
+  return buffer;
+}
+
+}  // namespace ds::comm

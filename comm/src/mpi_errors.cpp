@@ -1,0 +1,27 @@
+#include "mpi_errors.hpp"
+
+#include <mpi.h>
+
+#include <climits>
+#include <string>
+
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+
+namespace ds::comm {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(std::string(call) + " failed: " + std::string(text, length)).with_rank(log::rank());
+}
+
+int mpi_count(int64_t n, const char* what) {
+  if (n > INT_MAX)
+    throw Error(log::concat(what, " has ", n, " elements, more than an MPI count can hold (", INT_MAX, ")"));
+  return static_cast<int>(n);
+}
+
+}  // namespace ds::comm

@@ -1,0 +1,162 @@
+#include "dstrain/comm/onebit_kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/rank_env.hpp"
+
+namespace ds::comm::onebit {
+namespace {
+
+// Below this many elements per thread, starting a thread costs more than it saves.
+constexpr int64_t kMinPerThread = int64_t{1} << 18;
+
+// The cores this process may use: ranks sharing a node (mpirun's local size) share its cores, and a
+// rank that oversubscribes them slows down the ranks it then waits for.
+int64_t threads_available() {
+  static const int64_t threads =
+      std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / std::max(1, rank_env_from_environment().local_size));
+  return threads;
+}
+
+// Calls body(begin, end, t) over [0, n) split into at most threads_available() ranges whose
+// boundaries are multiples of 8, so that no two threads write the same packed byte. Range t is
+// always the same for a given n, which keeps per-thread partial sums deterministic.
+template <class Body>
+void parallel_ranges(int64_t n, const Body& body) {
+  const int64_t threads = std::clamp<int64_t>(n / kMinPerThread, 1, threads_available());
+  if (threads == 1) {
+    body(0, n, 0);
+    return;
+  }
+  const int64_t per_thread = (n / threads + 7) / 8 * 8;
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (int64_t t = 1; t < threads; ++t) {
+    const int64_t begin = std::min(n, t * per_thread), end = std::min(n, begin + per_thread);
+    pool.emplace_back([&body, begin, end, t] { body(begin, end, t); });
+  }
+  body(0, std::min(n, per_thread), 0);
+  for (auto& thread : pool) thread.join();
+}
+
+inline bool sign_bit(float x) { return !(x < 0.0f); }
+
+// Sum of squares in double with independent accumulators, so the loop vectorizes without
+// reassociation flags.
+double sum_of_squares(const float* x, int64_t begin, int64_t end) {
+  double acc[8] = {};
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += double(x[i + k]) * double(x[i + k]);
+  for (; i < end; ++i) acc[0] += double(x[i]) * double(x[i]);
+  double total = 0;
+  for (double a : acc) total += a;
+  return total;
+}
+
+// Eight sign bits, x[0] in the most significant bit. The bits are first laid out one per byte
+// (byte k of `spread` holds x[k]'s); the multiplication moves byte k's bit to bit 63 − k, and no two
+// partial products overlap, so the top byte is exactly the packed signs.
+inline uint8_t pack8(const float* x) {
+  uint8_t flags[8];
+  for (int k = 0; k < 8; ++k) flags[k] = sign_bit(x[k]);
+  uint64_t spread;
+  std::memcpy(&spread, flags, 8);
+  return uint8_t((spread * 0x8040201008040201ull) >> 56);
+}
+
+// Packs [begin, end) with begin a multiple of 8.
+void pack_range(const float* x, int64_t begin, int64_t end, uint8_t* packed) {
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) packed[i / 8] = pack8(x + i);
+  if (i < end) {
+    float last[8];
+    std::fill(last, last + 8, -1.0f);  // unused positions pack as 0
+    std::copy(x + i, x + end, last);
+    packed[i / 8] = pack8(last);
+  }
+}
+
+// The 8 values ±weight that each byte of packed signs stands for.
+struct DecodeTable {
+  float values[256][8];
+  explicit DecodeTable(float weight) {
+    for (int byte = 0; byte < 256; ++byte)
+      for (int k = 0; k < 8; ++k) values[byte][k] = (byte >> (7 - k)) & 1 ? weight : -weight;
+  }
+};
+
+// Applies op(out[i], ±weight) over [begin, end) with begin a multiple of 8.
+template <class Op>
+void decode_range(const uint8_t* packed, const DecodeTable& table, int64_t begin, int64_t end, float* out, Op op) {
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const float* values = table.values[packed[i / 8]];
+    for (int k = 0; k < 8; ++k) op(out[i + k], values[k]);
+  }
+  for (int k = 0; i < end; ++i, ++k) op(out[i], table.values[packed[i / 8]][k]);
+}
+
+}  // namespace
+
+Layout layout_for(int64_t numel, int world) {
+  if (world < 1) throw Error(log::concat("compressed allreduce: world size ", world, " is not positive"));
+  const int64_t unit = int64_t{8} * world;
+  const int64_t padded = (numel + unit - 1) / unit * unit;
+  return Layout{numel, padded, padded / world, world};
+}
+
+Layout checked_layout(int64_t numel, int64_t worker_error_numel, int64_t server_error_numel, int world) {
+  const Layout layout = layout_for(numel, world);
+  if (worker_error_numel != layout.padded || server_error_numel != layout.chunk)
+    throw Error(log::concat("compressed allreduce of ", numel, " values over ", world, " ranks needs worker_error of ",
+                            layout.padded, " and server_error of ", layout.chunk, " values (the buffer padded to a multiple of ",
+                            8 * world, ", and that / world), got ", worker_error_numel, " and ", server_error_numel));
+  return layout;
+}
+
+void pack_signs(const float* x, int64_t n, uint8_t* packed) {
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) { pack_range(x, begin, end, packed); });
+}
+
+void unpack_signs(const uint8_t* packed, int64_t n, float scale, float* out) {
+  const DecodeTable table(scale);
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
+    decode_range(packed, table, begin, end, out, [](float& o, float v) { o = v; });
+  });
+}
+
+float compress_with_feedback(float* x, float* error, int64_t n, uint8_t* packed) {
+  if (n == 0) return 0.0f;
+  std::vector<double> partial(threads_available(), 0.0);
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t t) {
+    for (int64_t i = begin; i < end; ++i) x[i] += error[i];
+    partial[t] = sum_of_squares(x, begin, end);
+  });
+  double sum = 0;
+  for (double p : partial) sum += p;
+  const float scale = float(std::sqrt(sum) / std::sqrt(double(n)));
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
+    for (int64_t i = begin; i < end; ++i) error[i] = x[i] - (sign_bit(x[i]) ? scale : -scale);
+    pack_range(x, begin, end, packed);
+  });
+  return scale;
+}
+
+void sum_decoded(const uint8_t* packed, const float* weights, int count, int64_t n, float* out) {
+  const int64_t stride = packed_bytes(n);
+  std::vector<DecodeTable> tables(weights, weights + count);
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
+    std::fill(out + begin, out + end, 0.0f);
+    for (int j = 0; j < count; ++j)
+      decode_range(packed + j * stride, tables[j], begin, end, out, [](float& o, float v) { o += v; });
+  });
+}
+
+}  // namespace ds::comm::onebit

@@ -1,0 +1,151 @@
+// ds::Engine: one training step, wired from a DeepSpeed config.
+//
+//   auto engine = ds::initialize(model, config);
+//   for each micro-batch:  loss = f(engine->forward(x)); engine->backward(loss); engine->step();
+//
+// The step, whatever the ZeRO stage:
+//   forward   ds::zero::call(model, ...); under stage 3 the ParameterCoordinator gathers and
+//             releases parameters around every submodule call.
+//   backward  autograd on loss / accumulation steps (x loss scale under fp16); the GradientReducer
+//             takes each gradient as it is ready and all-reduces (stage 0) or reduce-scatters
+//             (stages 1-3) it in buckets into this rank's fp32 gradient shard. Stages 0-1 reduce
+//             only at the accumulation boundary, stages 2-3 every micro-step.
+//   step      at the boundary: unscale and overflow check (fp16), global-norm clipping, the
+//             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr, and the
+//             model weights are refreshed from it (copied at stage 0, all-gathered at 1-2, kept as
+//             shards at 3).
+// Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dstrain/comm/backend.hpp"
+#include "dstrain/engine/loss_scaler.hpp"
+#include "dstrain/engine/lr_schedule.hpp"
+#include "dstrain/engine/optimizer.hpp"
+#include "dstrain/runtime/config.hpp"
+#include "dstrain/runtime/timers.hpp"
+#include "dstrain/zero/gradient_reducer.hpp"
+#include "dstrain/zero/module_call.hpp"
+#include "dstrain/zero/param_coordinator.hpp"
+#include "dstrain/zero/shard_layout.hpp"
+
+namespace ds {
+
+// Per-rank bytes of model state, as the ZeRO paper counts it.
+struct ModelStateBytes {
+  int64_t parameters = 0;  // model weights held (whole, or shards under stage 3) + fp32 master shard
+  int64_t gradients = 0;   // param.grad() held + the fp32 gradient shard
+  int64_t optimizer = 0;   // optimizer state shards
+  int64_t total() const { return parameters + gradients + optimizer; }
+};
+
+class EngineCore {
+ public:
+  // dp_group: the data-parallel group; the whole world when null.
+  EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::Backend> dp_group);
+  virtual ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  void backward(const at::Tensor& loss);
+  // Counts a micro-step; at the accumulation boundary updates the model.
+  void step();
+  bool is_gradient_accumulation_boundary() const;
+
+  int64_t global_steps() const { return global_steps_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  double get_lr() const { return lr_; }
+  double loss_scale() const { return scaler_.scale(); }
+  double last_grad_norm() const { return grad_norm_; }
+  int train_batch_size() const { return config_.train_batch_size(); }
+  int train_micro_batch_size_per_gpu() const { return config_.train_micro_batch_size_per_gpu(); }
+  int gradient_accumulation_steps() const { return config_.gradient_accumulation_steps(); }
+  int zero_stage() const { return config_.zero_optimization().stage; }
+  const Config& config() const { return config_; }
+  comm::Backend& dp_group() const { return *group_; }
+  TimerRegistry& timers() { return timers_; }
+  ModelStateBytes model_state_bytes() const;
+  zero::ParamStatus param_status(const at::Tensor& param) const;
+
+  // Writes <dir>/<tag>.pt (consolidated: full fp32 weights and optimizer state, loadable under any
+  // stage and world size) atomically, then <dir>/latest. An empty tag means "global_step<N>".
+  void save_checkpoint(const std::string& dir, std::string tag = "");
+  // An empty tag reads <dir>/latest.
+  void load_checkpoint(const std::string& dir, std::string tag = "");
+  // Full fp32 weights by parameter name (every rank gets them; collective).
+  std::map<std::string, at::Tensor> consolidated_weights();
+
+ protected:
+  // Guards one forward: activates the ZeRO-3 hooks and times it.
+  class ForwardScope {
+   public:
+    explicit ForwardScope(EngineCore& engine);
+    ~ForwardScope();
+
+   private:
+    zero::ActiveHooks hooks_;
+    ScopedTimer timer_;
+  };
+
+ private:
+  void broadcast_parameters();
+  void refresh_model_from_master();
+  at::Tensor gather_full(size_t param_index, const at::Tensor& shard);
+  double global_grad_norm(const at::Tensor& grads);
+  bool any_overflow(const at::Tensor& grads);
+
+  std::shared_ptr<torch::nn::Module> model_;
+  Config config_;
+  std::shared_ptr<comm::Backend> group_;
+  std::vector<std::string> names_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::vector<int64_t>> shapes_;  // whole shapes (stage 3 tensors hold none between uses)
+  std::unique_ptr<zero::ShardLayout> layout_;
+  at::Tensor master_;  // fp32, this rank's shard
+  std::unique_ptr<zero::ParameterCoordinator> coordinator_;
+  std::unique_ptr<zero::GradientReducer> reducer_;
+  std::unique_ptr<ShardOptimizer> optimizer_;
+  LrSchedule schedule_;
+  LossScaler scaler_;
+  TimerRegistry timers_;
+  int64_t micro_steps_ = 0;
+  int64_t global_steps_ = 0;
+  int64_t optimizer_steps_ = 0;
+  int64_t skipped_steps_ = 0;
+  double lr_ = 0;
+  double grad_norm_ = 0;
+};
+
+template <class ModelHolder>
+class Engine : public EngineCore {
+ public:
+  Engine(ModelHolder model, Config config, std::shared_ptr<comm::Backend> dp_group)
+      : EngineCore(model.ptr(), std::move(config), std::move(dp_group)), model_(std::move(model)) {}
+
+  template <class... Args>
+  decltype(auto) forward(Args&&... args) {
+    ForwardScope scope(*this);
+    return zero::call(model_, std::forward<Args>(args)...);
+  }
+  ModelHolder& module() { return model_; }
+
+ private:
+  ModelHolder model_;
+};
+
+// DeepSpeed's deepspeed.initialize: the engine for `model` (a LibTorch module holder) and `config`.
+template <class ModelHolder>
+std::shared_ptr<Engine<ModelHolder>> initialize(ModelHolder model, Config config,
+                                                std::shared_ptr<comm::Backend> dp_group = nullptr) {
+  return std::make_shared<Engine<ModelHolder>>(std::move(model), std::move(config), std::move(dp_group));
+}
+
+}  // namespace ds

@@ -1,0 +1,63 @@
+// ShardOptimizer: updates a flat fp32 shard of master weights from the matching gradient shard.
+//
+// Every ZeRO stage hands the optimizer the same thing: the slice of the model this rank owns, as
+// one flat tensor (see ds::zero::ShardLayout). The state is a list of named tensors of that same
+// shape, so partitioning, checkpoints and offload handle it without knowing the algorithm.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dstrain/runtime/config.hpp"
+
+namespace ds {
+
+class ShardOptimizer {
+ public:
+  virtual ~ShardOptimizer() = default;
+  // One update of `params` in place; `step` counts from 1 (Adam's bias correction).
+  virtual void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) = 0;
+  // Named state tensors, each shaped like the shard.
+  virtual std::vector<std::pair<std::string, at::Tensor>> state() = 0;
+};
+
+// Adam, AdamW or SGD from the config; OneBitAdam is built by the engine (it needs the group).
+std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel);
+
+// Adam as torch.optim.Adam/AdamW: decoupled weight decay when `decoupled` (AdamW, and DeepSpeed's
+// "Adam" with adam_w_mode), L2 added to the gradient otherwise.
+class AdamShardOptimizer : public ShardOptimizer {
+ public:
+  AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, bool decoupled);
+  void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
+  std::vector<std::pair<std::string, at::Tensor>> state() override;
+  // Adam's update with the given first and second moments, shared with OneBitAdam.
+  void apply(const at::Tensor& params, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr,
+             int64_t step) const;
+  const at::Tensor& exp_avg() const { return exp_avg_; }
+  const at::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
+
+ private:
+  OptimizerConfig config_;
+  bool decoupled_;
+  at::Tensor exp_avg_;
+  at::Tensor exp_avg_sq_;
+};
+
+// torch.optim.SGD: momentum, dampening, nesterov, L2 weight decay.
+class SgdShardOptimizer : public ShardOptimizer {
+ public:
+  SgdShardOptimizer(const OptimizerConfig& config, int64_t shard_numel);
+  void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
+  std::vector<std::pair<std::string, at::Tensor>> state() override;
+
+ private:
+  OptimizerConfig config_;
+  at::Tensor momentum_buffer_;
+};
+
+}  // namespace ds

@@ -1,0 +1,197 @@
+#include "dstrain/engine/engine.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+
+namespace ds {
+namespace {
+
+at::ScalarType model_dtype(const Config& config) {
+  if (config.bf16().enabled) return at::kBFloat16;
+  if (config.fp16().enabled) return at::kHalf;
+  return at::kFloat;
+}
+
+std::shared_ptr<comm::Backend> world_group() {
+  return comm::init_distributed("mpi");
+}
+
+}  // namespace
+
+EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::Backend> dp_group)
+    : model_(std::move(model)),
+      config_(std::move(config)),
+      group_(dp_group ? std::move(dp_group) : world_group()),
+      schedule_(config_.scheduler(), config_.optimizer().lr),
+      scaler_(config_.fp16()) {
+  if (!config_.batch_resolved()) config_.resolve_batch(group_->world_size());
+  const int stage = config_.zero_optimization().stage;
+  if (config_.optimizer().type == OptimizerType::OneBitAdam && stage > 0)
+    throw Error("OneBitAdam is not supported with ZeRO (stage " + std::to_string(stage) + "); use stage 0")
+        .with_key("zero_optimization.stage");
+  if (config_.optimizer().type == OptimizerType::None)
+    throw Error("no optimizer configured: add an \"optimizer\" block").with_key("optimizer");
+
+  model_->to(model_dtype(config_));
+  for (auto& item : model_->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    names_.push_back(item.key());
+    params_.push_back(item.value());
+    shapes_.push_back(item.value().sizes().vec());
+  }
+  if (params_.empty()) throw Error("the model has no trainable parameters");
+  broadcast_parameters();
+
+  const int partitions = stage >= 1 ? group_->world_size() : 1;
+  layout_ = std::make_unique<zero::ShardLayout>(params_, partitions, stage >= 1 ? group_->rank() : 0);
+  master_ = at::empty({layout_->shard_numel()}, at::kFloat);
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i)
+      layout_->copy_chunk(i, params_[i].detach(), layout_->rank(), layout_->chunk_view(i, master_));
+  }
+
+  const ZeroConfig& zero = config_.zero_optimization();
+  zero::GradientReducer::TakenFn on_taken;
+  if (stage == 3) {
+    coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
+    on_taken = [this](size_t i) { coordinator_->gradient_taken(i); };
+  }
+  reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
+                                                     zero.overlap_comm, std::move(on_taken));
+  optimizer_ = make_shard_optimizer(config_.optimizer(), layout_->shard_numel());
+  lr_ = schedule_.lr(0);
+
+  log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
+            group_->world_size(), ", train_batch_size ", train_batch_size(), " = micro ",
+            train_micro_batch_size_per_gpu(), " x accumulation ", gradient_accumulation_steps(), " x ranks ",
+            group_->world_size(), ", dtype ", c10::toString(model_dtype(config_)));
+}
+
+EngineCore::~EngineCore() = default;
+
+void EngineCore::broadcast_parameters() {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& param : params_) flat.push_back(param.detach().reshape({-1}));
+  at::Tensor buffer = at::cat(flat);
+  group_->broadcast(buffer, 0);
+  int64_t offset = 0;
+  for (at::Tensor& param : params_) {
+    param.detach().view({-1}).copy_(buffer.narrow(0, offset, param.numel()));
+    offset += param.numel();
+  }
+}
+
+bool EngineCore::is_gradient_accumulation_boundary() const {
+  return (micro_steps_ + 1) % gradient_accumulation_steps() == 0;
+}
+
+EngineCore::ForwardScope::ForwardScope(EngineCore& engine)
+    : hooks_(engine.coordinator_.get()),
+      timer_(engine.config_.training().wall_clock_breakdown ? &engine.timers_ : nullptr, "forward") {
+  if (engine.coordinator_) engine.coordinator_->begin_forward();
+}
+
+EngineCore::ForwardScope::~ForwardScope() = default;
+
+void EngineCore::backward(const at::Tensor& loss) {
+  ScopedTimer timer(config_.training().wall_clock_breakdown ? &timers_ : nullptr, "backward");
+  reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
+  double scale = 1.0 / gradient_accumulation_steps();
+  if (config_.fp16().enabled) scale *= scaler_.scale();
+  (loss * scale).backward();
+  if (reducer_->reducing()) reducer_->finish_backward();
+  if (coordinator_) coordinator_->release_all();
+}
+
+bool EngineCore::any_overflow(const at::Tensor& grads) {
+  at::Tensor flag = at::full({1}, grads.isfinite().all().item<bool>() ? 0.0f : 1.0f);
+  group_->all_reduce(flag, comm::ReduceOp::Max);
+  return flag.item<float>() > 0;
+}
+
+double EngineCore::global_grad_norm(const at::Tensor& grads) {
+  at::Tensor sum_sq = grads.pow(2).sum().to(at::kDouble).reshape({1});
+  // Under partitioning each rank holds a different shard; unpartitioned, all hold the same.
+  if (layout_->partitions() > 1) group_->all_reduce(sum_sq, comm::ReduceOp::Sum);
+  return std::sqrt(sum_sq.item<double>());
+}
+
+void EngineCore::step() {
+  const bool boundary = is_gradient_accumulation_boundary();
+  ++micro_steps_;
+  if (!boundary) return;
+  ScopedTimer timer(config_.training().wall_clock_breakdown ? &timers_ : nullptr, "step");
+  at::NoGradGuard no_grad;
+  const at::Tensor& grads = reducer_->grad_shard();
+  ++global_steps_;
+  if (config_.fp16().enabled) {
+    grads.div_(scaler_.scale());
+    if (!scaler_.update(any_overflow(grads))) {
+      ++skipped_steps_;
+      log::info("step ", global_steps_, ": gradient overflow, step skipped, loss scale now ", scaler_.scale());
+      reducer_->zero_grad_shard();
+      return;
+    }
+  }
+  grad_norm_ = global_grad_norm(grads);
+  const double max_norm = config_.training().gradient_clipping;
+  if (max_norm > 0) {
+    const double coefficient = max_norm / (grad_norm_ + 1e-6);
+    if (coefficient < 1) grads.mul_(coefficient);
+  }
+  lr_ = schedule_.lr(optimizer_steps_);
+  ++optimizer_steps_;
+  optimizer_->step(master_, grads, lr_, optimizer_steps_);
+  refresh_model_from_master();
+  reducer_->zero_grad_shard();
+}
+
+void EngineCore::refresh_model_from_master() {
+  at::NoGradGuard no_grad;
+  if (coordinator_) {
+    coordinator_->load_shard(master_);
+    return;
+  }
+  const int partitions = layout_->partitions();
+  const int64_t shard = layout_->shard_numel();
+  at::Tensor gathered = master_.to(params_.front().scalar_type());
+  if (partitions > 1) {
+    at::Tensor all = at::empty({partitions * shard}, gathered.options());
+    group_->all_gather_into(all, gathered);
+    gathered = all;
+  }
+  at::Tensor by_rank = gathered.view({partitions, shard});
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const zero::ParamSlot& slot = layout_->slot(i);
+    at::Tensor full = by_rank.narrow(1, slot.shard_offset, slot.chunk).reshape({-1}).narrow(0, 0, slot.numel);
+    params_[i].detach().view({-1}).copy_(full);
+  }
+}
+
+ModelStateBytes EngineCore::model_state_bytes() const {
+  ModelStateBytes bytes;
+  bytes.parameters = master_.nbytes();
+  if (coordinator_) {
+    bytes.parameters += coordinator_->bytes();
+  } else {
+    for (const at::Tensor& param : params_) bytes.parameters += param.nbytes();
+  }
+  bytes.gradients = reducer_->bytes();
+  for (const at::Tensor& param : params_)
+    if (param.grad().defined()) bytes.gradients += param.grad().nbytes();
+  for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
+  return bytes;
+}
+
+zero::ParamStatus EngineCore::param_status(const at::Tensor& param) const {
+  return coordinator_ ? coordinator_->status(param) : zero::ParamStatus::Available;
+}
+
+}  // namespace ds

@@ -1,0 +1,64 @@
+// ds::io::RawAioHandle: DeepSpeed's aio handle on raw pointers and sizes, over io_uring.
+//
+// A request (one buffer, one file range) is cut into block_size pieces. The pieces are shared out
+// as contiguous slices among intra_op_parallelism worker threads, each with its own io_uring and at
+// most queue_depth pieces in flight. Pieces whose buffer address, file offset and length are
+// 4096-aligned go through O_DIRECT; the rest (unaligned buffers, tails) through the page cache.
+// Short transfers are resubmitted for the remainder; a read that meets the end of the file fails.
+//
+// Requests are not ordered against each other: wait() before touching a buffer or a file range that
+// an outstanding request uses. One thread drives a handle.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dstrain/io/aio_settings.hpp"
+
+namespace ds::io {
+
+class FileRequest;
+class RingWorker;
+
+class RawAioHandle {
+ public:
+  // Throws ds::Error for settings out of range or when the kernel refuses an io_uring.
+  explicit RawAioHandle(const AioSettings& settings);
+  // Waits for outstanding requests (the kernel may still be using their buffers); their errors
+  // are logged, not thrown.
+  ~RawAioHandle();
+  RawAioHandle(const RawAioHandle&) = delete;
+  RawAioHandle& operator=(const RawAioHandle&) = delete;
+
+  const AioSettings& settings() const { return settings_; }
+
+  // Blocking transfers; return 1 on success and throw ds::Error (path, offset, length, errno) on
+  // failure. Writes create the file and never truncate it; bytes outside the range stay as they were.
+  int sync_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
+  int sync_pwrite(const void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
+
+  // Queue a transfer and return 0; the buffer must stay alive and untouched until wait(). A file
+  // that cannot be opened throws here; I/O failures are thrown by wait().
+  int async_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
+  int async_pwrite(const void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
+
+  // Blocks until every queued request has finished; returns how many there were, or throws the
+  // first failure once all of them have finished.
+  int wait();
+
+  // Bytes moved so far through O_DIRECT and through the page cache, over the handle's life.
+  int64_t direct_bytes() const;
+  int64_t buffered_bytes() const;
+
+ private:
+  std::shared_ptr<FileRequest> start(bool read, const void* buffer, int64_t num_bytes,
+                                     const std::string& path, int64_t file_offset);
+
+  AioSettings settings_;
+  std::vector<std::unique_ptr<RingWorker>> workers_;
+  std::vector<std::shared_ptr<FileRequest>> queued_;
+};
+
+}  // namespace ds::io

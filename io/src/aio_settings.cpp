@@ -1,0 +1,26 @@
+#include "dstrain/io/aio_settings.hpp"
+
+#include <string>
+
+#include "dstrain/runtime/error.hpp"
+
+namespace ds::io {
+
+void validate(const AioSettings& settings) {
+  if (settings.block_size <= 0)
+    throw Error("block_size must be positive, got " + std::to_string(settings.block_size))
+        .with_key("aio.block_size");
+  if (settings.block_size > kMaxBlockSize)
+    throw Error("block_size must be at most " + std::to_string(kMaxBlockSize) + ", got " +
+                std::to_string(settings.block_size))
+        .with_key("aio.block_size");
+  if (settings.queue_depth <= 0)
+    throw Error("queue_depth must be positive, got " + std::to_string(settings.queue_depth))
+        .with_key("aio.queue_depth");
+  if (settings.intra_op_parallelism <= 0)
+    throw Error("intra_op_parallelism must be positive, got " +
+                std::to_string(settings.intra_op_parallelism))
+        .with_key("aio.intra_op_parallelism");
+}
+
+}  // namespace ds::io

@@ -1,0 +1,51 @@
+#include "file_request.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ds::io {
+
+namespace {
+
+int open_or_throw(const std::string& path, int flags, const char* purpose) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(std::string("cannot open file for ") + purpose).with_path(path).with_errno(errno);
+  return fd;
+}
+
+}  // namespace
+
+FileRequest::FileRequest(Direction direction, std::string path, int slices)
+    : direction_(direction), path_(std::move(path)), slices_left_(slices) {
+  const bool read = direction_ == Direction::Read;
+  // The buffered open comes first: it creates a missing file for writing and gives the clearest
+  // error (ENOENT, EACCES, EISDIR) before O_DIRECT is tried.
+  buffered_fd_ = open_or_throw(path_, read ? O_RDONLY : O_WRONLY | O_CREAT, read ? "reading" : "writing");
+  direct_fd_ = ::open(path_.c_str(), (read ? O_RDONLY : O_WRONLY) | O_DIRECT | O_CLOEXEC);
+  if (direct_fd_ < 0 && errno != EINVAL) {
+    int err = errno;
+    ::close(buffered_fd_);
+    throw Error("cannot open file with O_DIRECT").with_path(path_).with_errno(err);
+  }
+}
+
+FileRequest::~FileRequest() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  ::close(buffered_fd_);
+}
+
+void FileRequest::finish_slice(std::optional<Error> error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (error && !error_) error_ = std::move(error);
+  if (--slices_left_ == 0) finished_.notify_all();
+}
+
+void FileRequest::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  finished_.wait(lock, [&] { return slices_left_ == 0; });
+  if (error_) throw *error_;
+}
+
+}  // namespace ds::io

@@ -1,0 +1,141 @@
+#include "dstrain/runtime/config.hpp"
+
+#include <cerrno>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "config_fields.hpp"
+#include "config_sections.hpp"
+#include "dstrain/runtime/error.hpp"
+
+namespace ds {
+
+using config_detail::Key;
+using config_detail::Reader;
+using config_detail::Writer;
+using nlohmann::json;
+
+namespace {
+
+// Top-level DeepSpeed keys accepted and kept as written, but not acted on yet (docs/config.md).
+const char* const kUntypedKeys[] = {
+    "activation_checkpointing", "amp", "autotuning", "checkpoint", "comet", "comms_logger", "compile",
+    "compression_training", "csv_monitor", "curriculum_learning", "data_efficiency", "data_types",
+    "dataloader_drop_last", "disable_python_gc", "elasticity", "expert_parallel", "flops_profiler",
+    "gradient_allreduce_op", "graph_harvesting", "hybrid_engine", "log_level", "managed_gradient_accumulation",
+    "nebula", "progressive_layer_drop", "quantize_training", "seq_parallel_comm_data_type", "sequence_parallel_size",
+    "sparse_attention", "tensor_parallel", "tensorboard", "timers", "torch_autocast",
+    "use_data_before_expert_parallelism", "vocabulary_size", "wandb", "weight_quantization",
+};
+
+// DeepSpeed loads ds_config with a hook that rejects duplicate keys; nlohmann::json would keep
+// the last one silently.
+json parse_rejecting_duplicates(const std::string& text) {
+  std::vector<std::set<std::string>> open_objects;
+  auto on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end) open_objects.pop_back();
+    if (event == json::parse_event_t::key && !open_objects.back().insert(parsed.get<std::string>()).second)
+      throw Error("duplicate key").with_key(parsed.get<std::string>());
+    return true;
+  };
+  return json::parse(text, on_event, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+}
+
+}  // namespace
+
+Config Config::from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open config file").with_path(path).with_errno(errno);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error("cannot read config file").with_path(path).with_errno(errno);
+  json parsed;
+  try {
+    parsed = parse_rejecting_duplicates(text.str());
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("invalid JSON: ") + e.what()).with_path(path).with_offset(static_cast<int64_t>(e.byte));
+  } catch (Error& e) {
+    e.with_path(path);
+    throw;
+  }
+  try {
+    return from_json(parsed);
+  } catch (Error& e) {
+    e.with_path(path);
+    throw;
+  }
+}
+
+Config Config::from_json(const json& input) {
+  if (!input.is_object())
+    throw Error(std::string("a DeepSpeed config is a JSON object, got ") + input.type_name());
+  Config config;
+  Reader top(input, "", config.warnings_);
+  top.field("train_batch_size", config.given_train_batch_size_, config_detail::positive());
+  top.field("train_micro_batch_size_per_gpu", config.given_micro_batch_size_, config_detail::positive());
+  top.field("gradient_accumulation_steps", config.given_accumulation_steps_, config_detail::positive());
+  visit(top, config.training_);
+  // Unlike the other blocks, an absent optimizer or scheduler is not {}: it means none.
+  if (top.given("optimizer")) top.section("optimizer", config.optimizer_); else top.take("optimizer");
+  if (top.given("scheduler")) top.section("scheduler", config.scheduler_); else top.take("scheduler");
+  top.section("fp16", config.fp16_);
+  top.section({"bf16", "bfloat16"}, config.bf16_);
+  top.section("zero_optimization", config.zero_);
+  top.section("aio", config.aio_);
+  top.section("pipeline", config.pipeline_);
+  if (const json* block = top.take("dstrain"); block && !block->is_null()) {
+    if (!block->is_object()) throw top.invalid("dstrain", "an object", *block);
+    config.dstrain_ = *block;
+  }
+  for (const char* key : kUntypedKeys)
+    if (const json* value = top.take(key)) config.untyped_[key] = *value;
+  top.finish();
+  config.check_cross_section_rules();
+  config.check_batch_keys();
+  return config;
+}
+
+void Config::check_cross_section_rules() const {
+  if (fp16_.enabled && bf16_.enabled)
+    throw Error("fp16 and bf16 cannot both be enabled, got fp16.enabled true and bf16.enabled true")
+        .with_key("bf16.enabled");
+  auto needs_zero = [&](bool enabled, const char* key) {
+    if (enabled && zero_.stage == 0)
+      throw Error("needs zero_optimization.stage 1, 2 or 3, got stage 0").with_key(key);
+  };
+  needs_zero(fp16_.fp16_master_weights_and_grads, "fp16.fp16_master_weights_and_grads");
+  needs_zero(bf16_.bf16_master_weights_and_grads, "bf16.bf16_master_weights_and_grads");
+  needs_zero(bf16_.bf16_optimizer_states, "bf16.bf16_optimizer_states");
+  if (bf16_.bf16_optimizer_states && !bf16_.bf16_master_weights_and_grads)
+    throw Error("needs bf16.bf16_master_weights_and_grads true, got false").with_key("bf16.bf16_optimizer_states");
+}
+
+json Config::to_json() const {
+  Writer out;
+  TrainingConfig training = training_;
+  visit(out, training);
+  if (optimizer_.type != OptimizerType::None) out.section("optimizer", optimizer_);
+  if (scheduler_.type != SchedulerType::None) out.section("scheduler", scheduler_);
+  out.section("fp16", fp16_);
+  out.section("bf16", bf16_);
+  out.section("zero_optimization", zero_);
+  out.section("aio", aio_);
+  out.section("pipeline", pipeline_);
+  json result = std::move(out.result());
+  if (batch_resolved()) {
+    result["train_batch_size"] = train_batch_size_;
+    result["train_micro_batch_size_per_gpu"] = micro_batch_size_;
+    result["gradient_accumulation_steps"] = accumulation_steps_;
+  } else {
+    if (given_train_batch_size_) result["train_batch_size"] = *given_train_batch_size_;
+    if (given_micro_batch_size_) result["train_micro_batch_size_per_gpu"] = *given_micro_batch_size_;
+    if (given_accumulation_steps_) result["gradient_accumulation_steps"] = *given_accumulation_steps_;
+  }
+  for (const auto& item : untyped_.items()) result[item.key()] = item.value();
+  result["dstrain"] = dstrain_;
+  return result;
+}
+
+}  // namespace ds

@@ -1,0 +1,186 @@
+// Keys of the optimizer and scheduler blocks. Which "params" keys exist depends on the type, as
+// each type is a different constructor in DeepSpeed.
+#include "config_sections.hpp"
+
+namespace ds {
+namespace {
+
+const config_detail::EnumNames<OptimizerType> kOptimizerNames = {
+    {OptimizerType::Adam, "Adam"},
+    {OptimizerType::AdamW, "AdamW"},
+    {OptimizerType::SGD, "SGD"},
+    {OptimizerType::OneBitAdam, "OneBitAdam"},
+};
+
+const config_detail::EnumNames<SchedulerType> kSchedulerNames = {
+    {SchedulerType::WarmupLR, "WarmupLR"},
+    {SchedulerType::WarmupDecayLR, "WarmupDecayLR"},
+    {SchedulerType::WarmupCosineLR, "WarmupCosineLR"},
+    {SchedulerType::OneCycle, "OneCycle"},
+    {SchedulerType::LRRangeTest, "LRRangeTest"},
+};
+
+template <class E>
+const char* name_of(E value, const config_detail::EnumNames<E>& names) {
+  for (const auto& entry : names)
+    if (entry.first == value) return entry.second;
+  return "none";
+}
+
+template <class E>
+std::string supported(const config_detail::EnumNames<E>& names) {
+  std::string listed;
+  for (const auto& entry : names) listed += (listed.empty() ? "" : ", ") + std::string(entry.second);
+  return listed;
+}
+
+}  // namespace
+
+const char* to_string(OptimizerType type) { return name_of(type, kOptimizerNames); }
+const char* to_string(SchedulerType type) { return name_of(type, kSchedulerNames); }
+
+namespace config_detail {
+namespace {
+
+template <class V>
+void visit_params(V& p, OptimizerConfig& c) {
+  if constexpr (V::kReading)
+    if (c.type == OptimizerType::SGD) p.require("lr", "SGD");
+  p.field("lr", c.lr, at_least(0));
+  p.field("weight_decay", c.weight_decay, at_least(0));
+  if (c.type == OptimizerType::SGD) {
+    p.field("momentum", c.momentum, at_least(0));
+    p.field("dampening", c.dampening);
+    p.field("nesterov", c.nesterov);
+    if constexpr (V::kReading)
+      if (c.nesterov && (c.momentum <= 0 || c.dampening != 0))
+        throw p.error("nesterov", "needs momentum > 0 and dampening 0, got momentum " + std::to_string(c.momentum) +
+                                      " and dampening " + std::to_string(c.dampening));
+    return;
+  }
+  p.field("betas", c.betas, fraction());
+  p.field("eps", c.eps, at_least(0));
+  p.field("bias_correction", c.bias_correction);
+  if (c.type == OptimizerType::Adam || c.type == OptimizerType::AdamW) {
+    p.field("torch_adam", c.torch_adam);
+    p.field("adam_w_mode", c.adam_w_mode);
+    // DeepSpeed's AdamW ignores adam_w_mode: decoupled weight decay is what AdamW means.
+    if (c.type == OptimizerType::AdamW) c.adam_w_mode = true;
+  }
+  if (c.type == OptimizerType::OneBitAdam) {
+    p.field("freeze_step", c.freeze_step, at_least(0));
+    p.field("cuda_aware", c.cuda_aware);
+    p.field("comm_backend_name", c.comm_backend_name, std::vector<std::string>{"nccl", "mpi"});
+  }
+  if constexpr (V::kReading) {
+    bool amsgrad = false;
+    p.field("amsgrad", amsgrad);
+    if (amsgrad) throw p.error("amsgrad", "AMSGrad is not supported, got true");
+    // As DeepSpeed: clipping is the engine's job, an optimizer-level norm is ignored.
+    if (const json* norm = p.take("max_grad_norm"); norm && norm->is_number() && norm->get<double>() > 0)
+      p.warn("'" + p.path_of("max_grad_norm") + "' is ignored; use gradient_clipping");
+  }
+}
+
+template <class V>
+void visit_warmup(V& p, SchedulerConfig& c) {
+  p.field("warmup_num_steps", c.warmup_num_steps, at_least(0));
+  p.field("warmup_type", c.warmup_type, std::vector<std::string>{"log", "linear"});
+}
+
+template <class V>
+void visit_total_steps(V& p, SchedulerConfig& c) {
+  if constexpr (V::kReading) p.require("total_num_steps", to_string(c.type));
+  p.field("total_num_steps", c.total_num_steps, at_least(1));
+  if constexpr (V::kReading)
+    if (c.total_num_steps && *c.total_num_steps < c.warmup_num_steps)
+      p.warn("'" + p.path_of("total_num_steps") + "' (" + std::to_string(*c.total_num_steps) +
+             ") is less than warmup_num_steps (" + std::to_string(c.warmup_num_steps) + ")");
+}
+
+template <class V>
+void visit_params(V& p, SchedulerConfig& c) {
+  switch (c.type) {
+    case SchedulerType::WarmupLR:
+    case SchedulerType::WarmupDecayLR:
+      p.field("warmup_min_lr", c.warmup_min_lr, at_least(0));
+      p.field("warmup_max_lr", c.warmup_max_lr, at_least(0));
+      visit_warmup(p, c);
+      if (c.type == SchedulerType::WarmupDecayLR) {
+        if constexpr (V::kReading)
+          if (!c.warmup_max_lr) c.warmup_max_lr = 0.001;
+        visit_total_steps(p, c);
+      }
+      break;
+    case SchedulerType::WarmupCosineLR:
+      p.field("warmup_min_ratio", c.warmup_min_ratio, between(0, 1));
+      p.field("cos_min_ratio", c.cos_min_ratio, between(0, 1));
+      visit_warmup(p, c);
+      visit_total_steps(p, c);
+      break;
+    case SchedulerType::OneCycle:
+      if constexpr (V::kReading) {
+        p.require("cycle_min_lr", "OneCycle");
+        p.require("cycle_max_lr", "OneCycle");
+      }
+      p.field("cycle_min_lr", c.cycle_min_lr, at_least(0));
+      p.field("cycle_max_lr", c.cycle_max_lr, at_least(0));
+      p.field("decay_lr_rate", c.decay_lr_rate, at_least(0));
+      p.field("cycle_first_step_size", c.cycle_first_step_size, at_least(1));
+      if constexpr (V::kReading) {
+        if (!p.given("cycle_second_step_size")) c.cycle_second_step_size = c.cycle_first_step_size;
+      }
+      p.field("cycle_second_step_size", c.cycle_second_step_size, at_least(1));
+      p.field("cycle_first_stair_count", c.cycle_first_stair_count, at_least(0));
+      if constexpr (V::kReading) {
+        if (!p.given("cycle_second_stair_count")) c.cycle_second_stair_count = c.cycle_first_stair_count;
+      }
+      p.field("cycle_second_stair_count", c.cycle_second_stair_count, at_least(0));
+      p.field("decay_step_size", c.decay_step_size, at_least(0));
+      p.field("cycle_momentum", c.cycle_momentum);
+      p.field("cycle_min_mom", c.cycle_min_mom, fraction());
+      p.field("cycle_max_mom", c.cycle_max_mom, fraction());
+      p.field("decay_mom_rate", c.decay_mom_rate, at_least(0));
+      break;
+    case SchedulerType::LRRangeTest:
+      p.field("lr_range_test_min_lr", c.lr_range_test_min_lr, at_least(0));
+      p.field("lr_range_test_step_size", c.lr_range_test_step_size, at_least(1));
+      p.field("lr_range_test_step_rate", c.lr_range_test_step_rate, at_least(0));
+      p.field("lr_range_test_staircase", c.lr_range_test_staircase);
+      break;
+    case SchedulerType::None:
+      break;
+  }
+}
+
+// "type" first: it decides which params exist. The params block is kept as written too.
+template <class V, class Section, class E>
+void visit_typed_block(V& v, Section& c, const EnumNames<E>& names, const char* what) {
+  v.field("type", c.type, names);
+  if constexpr (V::kReading) {
+    if (c.type == E::None)
+      throw v.error("type", std::string("a ") + what + " block needs a type (supported: " + supported(names) + ")");
+    if (const json* params = v.take("params"); params && params->is_object()) c.params = *params;
+  }
+  v.block("params", [&](auto& p) { visit_params(p, c); });
+}
+
+}  // namespace
+
+template <class V>
+void visit(V& v, OptimizerConfig& c) {
+  visit_typed_block(v, c, kOptimizerNames, "optimizer");
+}
+
+template <class V>
+void visit(V& v, SchedulerConfig& c) {
+  visit_typed_block(v, c, kSchedulerNames, "scheduler");
+}
+
+template void visit(Reader&, OptimizerConfig&);
+template void visit(Writer&, OptimizerConfig&);
+template void visit(Reader&, SchedulerConfig&);
+template void visit(Writer&, SchedulerConfig&);
+
+}  // namespace config_detail
+}  // namespace ds

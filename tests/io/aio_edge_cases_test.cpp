@@ -1,0 +1,262 @@
+// What DeepSpeed's tests leave out: sizes that are multiples of neither the block size nor 4096,
+// empty files, reads past the end, missing directories, uneven parallelism, writes that must not
+// truncate, which bytes go through O_DIRECT, and how failures surface.
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <cstring>
+
+#include "dstrain/io/locked_buffers.hpp"
+#include "dstrain/io/raw_aio_handle.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "io_test_support.hpp"
+
+namespace {
+
+using ds::io::AioSettings;
+using ds::io::LockedBuffers;
+using ds::io::RawAioHandle;
+using namespace ds::io::testing;
+
+constexpr int64_t kPage = ds::io::kDirectIoAlignment;
+
+Bytes bytes_at(const char* data, int64_t length) { return Bytes(data, data + length); }
+
+}  // namespace
+
+TEST_CASE("sizes that are multiples of neither the block size nor 4096 round-trip", "[io]") {
+  const int64_t size = GENERATE(int64_t{1}, int64_t{100}, kPage - 1, kPage + 1, 3 * kPage + 100,
+                                (int64_t{1} << 20) + 12345);
+  const int64_t block_size = GENERATE(int64_t{kPage}, int64_t{64 * 1024}, int64_t{1} << 20);
+  const int parallelism = GENERATE(1, 3);
+  CAPTURE(size, block_size, parallelism);
+
+  TempDir dir;
+  const std::string path = dir.file("data.bin");
+  const Bytes reference = random_bytes(static_cast<size_t>(size), static_cast<uint64_t>(size));
+  LockedBuffers locked;
+  char* buffer = static_cast<char*>(locked.allocate(static_cast<size_t>(size)));
+  std::memcpy(buffer, reference.data(), reference.size());
+
+  RawAioHandle handle(AioSettings{block_size, 4, false, true, parallelism});
+  REQUIRE(handle.sync_pwrite(buffer, size, path) == 1);
+  REQUIRE(plain_read_all(path) == reference);
+
+  std::memset(buffer, 0, static_cast<size_t>(size));
+  REQUIRE(handle.sync_pread(buffer, size, path) == 1);
+  REQUIRE(bytes_at(buffer, size) == reference);
+}
+
+TEST_CASE("the 4096-aligned bulk goes through O_DIRECT and the rest through the page cache", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("data.bin");
+  const bool direct = supports_o_direct(dir.path());
+  const int64_t bulk = 5 * kPage;
+  const int64_t size = bulk + 100;
+  LockedBuffers locked;
+  char* aligned = static_cast<char*>(locked.allocate(static_cast<size_t>(size + kPage)));
+  const Bytes reference = random_bytes(static_cast<size_t>(size), 7);
+
+  SECTION("aligned buffer and offset: only the 100-byte tail is buffered") {
+    std::memcpy(aligned, reference.data(), reference.size());
+    RawAioHandle handle(AioSettings{2 * kPage, 4, false, true, 2});
+    handle.sync_pwrite(aligned, size, path);
+    REQUIRE(handle.direct_bytes() == (direct ? bulk : 0));
+    REQUIRE(handle.buffered_bytes() == size - handle.direct_bytes());
+    REQUIRE(plain_read_all(path) == reference);
+  }
+  SECTION("a block size that is not a multiple of 4096 still sends the aligned bulk direct") {
+    std::memcpy(aligned, reference.data(), reference.size());
+    // Blocks of 6 KiB starting aligned are cut to their 4 KiB aligned part, so every piece but
+    // the tail starts aligned again.
+    RawAioHandle handle(AioSettings{6 * 1024, 4, false, true, 1});
+    handle.sync_pwrite(aligned, size, path);
+    REQUIRE(handle.direct_bytes() == (direct ? bulk : 0));
+    REQUIRE(plain_read_all(path) == reference);
+  }
+  SECTION("an unaligned buffer goes through the page cache entirely") {
+    char* unaligned = aligned + 1;
+    std::memcpy(unaligned, reference.data(), reference.size());
+    RawAioHandle handle(AioSettings{2 * kPage, 4, false, true, 2});
+    handle.sync_pwrite(unaligned, size, path);
+    REQUIRE(handle.direct_bytes() == 0);
+    REQUIRE(handle.buffered_bytes() == size);
+    REQUIRE(plain_read_all(path) == reference);
+  }
+  SECTION("an unaligned file offset goes through the page cache entirely") {
+    plain_write(path, reference);
+    RawAioHandle handle(AioSettings{2 * kPage, 4, false, true, 2});
+    handle.sync_pread(aligned, size - 10, path, 10);
+    REQUIRE(handle.direct_bytes() == 0);
+    REQUIRE(bytes_at(aligned, size - 10) == plain_read(path, 10, size - 10));
+  }
+}
+
+TEST_CASE("zero-byte transfers create and read empty files", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("empty.bin");
+  char byte = 'x';
+  RawAioHandle handle(AioSettings{kPage, 2, false, true, 2});
+
+  REQUIRE(handle.sync_pwrite(&byte, 0, path) == 1);
+  REQUIRE(file_size(path) == 0);
+  REQUIRE(handle.sync_pread(&byte, 0, path) == 1);
+  REQUIRE(byte == 'x');
+
+  const std::string async_path = dir.file("async_empty.bin");
+  REQUIRE(handle.async_pwrite(nullptr, 0, async_path) == 0);
+  REQUIRE(handle.async_pread(nullptr, 0, path) == 0);
+  REQUIRE(handle.wait() == 2);
+  REQUIRE(file_size(async_path) == 0);
+}
+
+TEST_CASE("reading past the end of the file is an error", "[io]") {
+  const int64_t file_bytes = GENERATE(int64_t{kPage}, kPage + 10, int64_t{100});
+  const int64_t buffer_shift = GENERATE(int64_t{0}, int64_t{1});
+  CAPTURE(file_bytes, buffer_shift);
+
+  TempDir dir;
+  const std::string path = dir.file("short.bin");
+  plain_write(path, random_bytes(static_cast<size_t>(file_bytes), 3));
+  LockedBuffers locked;
+  char* buffer = static_cast<char*>(locked.allocate(4 * kPage)) + buffer_shift;
+  RawAioHandle handle(AioSettings{kPage, 4, false, true, 2});
+
+  try {
+    handle.sync_pread(buffer, 2 * kPage, path);
+    FAIL("reading " << 2 * kPage << " bytes from a " << file_bytes << "-byte file succeeded");
+  } catch (const ds::Error& error) {
+    CAPTURE(error.what());
+    REQUIRE(error.path() == path);
+    REQUIRE(std::string(error.what()).find("end of file") != std::string::npos);
+    REQUIRE(error.offset().has_value());
+    REQUIRE(*error.offset() >= file_bytes);
+  }
+  // The part that exists was read.
+  REQUIRE(bytes_at(buffer, file_bytes) == plain_read_all(path));
+}
+
+TEST_CASE("a missing directory or file is an error naming the path", "[io]") {
+  TempDir dir;
+  const std::string in_missing_dir = dir.file("no/such/dir/data.bin");
+  char buffer[16] = {};
+  RawAioHandle handle(AioSettings{kPage, 2, false, true, 1});
+
+  try {
+    handle.sync_pwrite(buffer, sizeof buffer, in_missing_dir);
+    FAIL("writing into a missing directory succeeded");
+  } catch (const ds::Error& error) {
+    REQUIRE(error.path() == in_missing_dir);
+    REQUIRE(error.errnum() == ENOENT);
+    REQUIRE(std::string(error.what()).find(in_missing_dir) != std::string::npos);
+  }
+  const std::string missing_file = dir.file("missing.bin");
+  try {
+    handle.async_pread(buffer, sizeof buffer, missing_file);
+    FAIL("queueing a read of a missing file succeeded");
+  } catch (const ds::Error& error) {
+    REQUIRE(error.path() == missing_file);
+    REQUIRE(error.errnum() == ENOENT);
+  }
+  REQUIRE(handle.wait() == 0);
+}
+
+TEST_CASE("an intra_op_parallelism that does not divide the size splits unevenly", "[io]") {
+  // 11 blocks over 3 workers, 2 blocks over 4 workers, and a size whose last block is partial.
+  const int64_t size = GENERATE(11 * kPage, 2 * kPage, 10 * kPage + 1);
+  const int parallelism = GENERATE(3, 4);
+  CAPTURE(size, parallelism);
+  TempDir dir;
+  const std::string path = dir.file("data.bin");
+  const Bytes reference = random_bytes(static_cast<size_t>(size), 11);
+  LockedBuffers locked;
+  char* buffer = static_cast<char*>(locked.allocate(static_cast<size_t>(size)));
+  std::memcpy(buffer, reference.data(), reference.size());
+
+  RawAioHandle handle(AioSettings{kPage, 2, false, true, parallelism});
+  REQUIRE(handle.sync_pwrite(buffer, size, path) == 1);
+  REQUIRE(plain_read_all(path) == reference);
+  std::memset(buffer, 0, static_cast<size_t>(size));
+  REQUIRE(handle.sync_pread(buffer, size, path) == 1);
+  REQUIRE(bytes_at(buffer, size) == reference);
+}
+
+TEST_CASE("writes keep the bytes outside their range and extend files with a hole", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("data.bin");
+  Bytes expected = random_bytes(64 * 1024, 5);
+  plain_write(path, expected);
+  LockedBuffers locked;
+  char* buffer = static_cast<char*>(locked.allocate(8 * 1024));
+  RawAioHandle handle(AioSettings{kPage, 2, false, true, 2});
+
+  const Bytes middle = random_bytes(8 * 1024, 6);
+  std::memcpy(buffer, middle.data(), middle.size());
+  REQUIRE(handle.sync_pwrite(buffer, 8 * 1024, path, 16 * 1024) == 1);
+  std::copy(middle.begin(), middle.end(), expected.begin() + 16 * 1024);
+  REQUIRE(plain_read_all(path) == expected);
+
+  REQUIRE(handle.sync_pwrite(buffer, 4 * 1024, path, 100 * 1024) == 1);
+  expected.resize(100 * 1024, 0);
+  expected.insert(expected.end(), middle.begin(), middle.begin() + 4 * 1024);
+  REQUIRE(plain_read_all(path) == expected);
+}
+
+TEST_CASE("a failing request in an async queue fails wait after the others finished", "[io]") {
+  TempDir dir;
+  const std::string good = dir.file("good.bin");
+  const std::string short_file = dir.file("short.bin");
+  plain_write(short_file, random_bytes(100, 8));
+  const Bytes reference = random_bytes(64 * 1024, 9);
+  LockedBuffers locked;
+  char* source = static_cast<char*>(locked.allocate(reference.size()));
+  char* sink = static_cast<char*>(locked.allocate(reference.size()));
+  std::memcpy(source, reference.data(), reference.size());
+  RawAioHandle handle(AioSettings{kPage, 4, false, true, 2});
+
+  REQUIRE(handle.async_pread(sink, kPage, short_file) == 0);
+  REQUIRE(handle.async_pwrite(source, static_cast<int64_t>(reference.size()), good) == 0);
+  REQUIRE_THROWS_AS(handle.wait(), ds::Error);
+  REQUIRE(plain_read_all(good) == reference);
+  REQUIRE(handle.wait() == 0);
+}
+
+TEST_CASE("sync transfers leave queued async requests to wait", "[io]") {
+  TempDir dir;
+  const Bytes reference = random_bytes(3 * kPage, 12);
+  LockedBuffers locked;
+  char* buffer = static_cast<char*>(locked.allocate(reference.size()));
+  std::memcpy(buffer, reference.data(), reference.size());
+  RawAioHandle handle(AioSettings{kPage, 2, true, false, 1});
+
+  REQUIRE(handle.async_pwrite(buffer, kPage, dir.file("a.bin")) == 0);
+  REQUIRE(handle.async_pwrite(buffer + kPage, kPage, dir.file("b.bin")) == 0);
+  REQUIRE(handle.sync_pwrite(buffer + 2 * kPage, kPage, dir.file("c.bin")) == 1);
+  REQUIRE(handle.wait() == 2);
+  REQUIRE(handle.wait() == 0);
+  REQUIRE(plain_read_all(dir.file("a.bin")) == Bytes(reference.begin(), reference.begin() + kPage));
+  REQUIRE(plain_read_all(dir.file("b.bin")) == Bytes(reference.begin() + kPage, reference.begin() + 2 * kPage));
+  REQUIRE(plain_read_all(dir.file("c.bin")) == Bytes(reference.begin() + 2 * kPage, reference.end()));
+}
+
+TEST_CASE("settings and requests out of range are refused", "[io]") {
+  auto refused_key = [](AioSettings settings) {
+    try {
+      RawAioHandle handle(settings);
+    } catch (const ds::Error& error) {
+      return error.key().value_or("");
+    }
+    return std::string("accepted");
+  };
+  REQUIRE(refused_key(AioSettings{0, 8, false, true, 1}) == "aio.block_size");
+  REQUIRE(refused_key(AioSettings{ds::io::kMaxBlockSize + 1, 8, false, true, 1}) == "aio.block_size");
+  REQUIRE(refused_key(AioSettings{kPage, 0, false, true, 1}) == "aio.queue_depth");
+  REQUIRE(refused_key(AioSettings{kPage, 8, false, true, 0}) == "aio.intra_op_parallelism");
+
+  TempDir dir;
+  char buffer[8] = {};
+  RawAioHandle handle(AioSettings{kPage, 2, false, true, 1});
+  REQUIRE_THROWS_AS(handle.sync_pwrite(buffer, sizeof buffer, dir.file("x.bin"), -1), ds::Error);
+  REQUIRE_THROWS_AS(handle.sync_pwrite(buffer, -1, dir.file("x.bin")), ds::Error);
+  REQUIRE_THROWS_AS(handle.sync_pread(nullptr, 8, dir.file("x.bin")), ds::Error);
+}

@@ -1,0 +1,551 @@
+// ds::Config against DeepSpeed's documented keys, defaults and batch rule. Expected values come
+// from DeepSpeed's config docs and source (docs/_pages/config-json.md, runtime/zero/config.py,
+// runtime/config.py) or from the JSON files read independently, never from the parser's output.
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "dstrain/runtime/config.hpp"
+#include "dstrain/runtime/error.hpp"
+
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+const std::string kConfigs = DSTRAIN_SOURCE_DIR "/configs/";
+
+// The smallest valid config, plus `extra` merged on top.
+json with(const json& extra) {
+  json config = {{"train_batch_size", 8}};
+  config.merge_patch(extra);
+  return config;
+}
+
+// The message of the ds::Error that reading `config` throws.
+std::string error_message(const json& config) {
+  try {
+    ds::Config::from_json(config);
+  } catch (const ds::Error& e) {
+    return e.what();
+  }
+  return "(no ds::Error thrown)";
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+std::string write_temp_file(const std::string& name, const std::string& text) {
+  std::string path = "/tmp/dstrain_config_test_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("A config without optional keys has DeepSpeed's defaults", "[config]") {
+  ds::Config config = ds::Config::from_json(with(json::object()));
+  CHECK(config.warnings().empty());
+  CHECK(config.training().steps_per_print == 10);
+  CHECK(config.training().gradient_clipping == 0.0);
+  CHECK_FALSE(config.training().wall_clock_breakdown);
+  CHECK(config.training().gradient_predivide_factor == 1.0);
+  CHECK(config.optimizer().type == ds::OptimizerType::None);
+  CHECK(config.scheduler().type == ds::SchedulerType::None);
+
+  const ds::Fp16Config& fp16 = config.fp16();
+  CHECK_FALSE(fp16.enabled);
+  CHECK(fp16.loss_scale == 0.0);
+  CHECK(fp16.initial_scale_power == 16);
+  CHECK(fp16.loss_scale_window == 1000);
+  CHECK(fp16.hysteresis == 2);
+  CHECK_FALSE(fp16.consecutive_hysteresis);
+  CHECK(fp16.min_loss_scale == 1.0);
+  CHECK_FALSE(config.bf16().enabled);
+
+  const ds::ZeroConfig& zero = config.zero_optimization();
+  CHECK(zero.stage == 0);
+  CHECK(zero.contiguous_gradients);
+  CHECK(zero.reduce_scatter);
+  CHECK(zero.reduce_bucket_size == 500000000);
+  CHECK(zero.allgather_partitions);
+  CHECK(zero.allgather_bucket_size == 500000000);
+  CHECK_FALSE(zero.overlap_comm);
+  CHECK(zero.load_from_fp32_weights);
+  CHECK(zero.sub_group_size == 1000000000);
+  CHECK(zero.stage3_prefetch_bucket_size == 50000000);
+  CHECK(zero.stage3_param_persistence_threshold == 100000);
+  CHECK(zero.stage3_model_persistence_threshold == std::numeric_limits<int64_t>::max());
+  CHECK(zero.stage3_max_live_parameters == 1000000000);
+  CHECK(zero.stage3_max_reuse_distance == 1000000000);
+  CHECK_FALSE(zero.stage3_gather_16bit_weights_on_model_save);
+  CHECK(zero.ignore_unused_parameters);
+  CHECK(zero.zero_hpz_partition_size == 1);
+  CHECK(zero.mics_shard_size == -1);
+  CHECK(zero.offload_param.device == ds::OffloadDevice::None);
+  CHECK(zero.offload_param.buffer_count == 5);
+  CHECK(zero.offload_param.buffer_size == 100000000);
+  CHECK(zero.offload_param.max_in_cpu == 1000000000);
+  CHECK(zero.offload_optimizer.device == ds::OffloadDevice::None);
+  CHECK(zero.offload_optimizer.buffer_count == 4);
+  CHECK(zero.offload_optimizer.ratio == 1.0);
+
+  const ds::AioConfig& aio = config.aio();
+  CHECK(aio.block_size == 1048576);
+  CHECK(aio.queue_depth == 8);
+  CHECK(aio.intra_op_parallelism == 1);
+  CHECK_FALSE(aio.single_submit);
+  CHECK(aio.overlap_events);
+  CHECK_FALSE(aio.use_gds);
+
+  const ds::PipelineConfig& pipeline = config.pipeline();
+  CHECK_FALSE(pipeline.stages.has_value());
+  CHECK(pipeline.partition == "best");
+  CHECK_FALSE(pipeline.seed_layers);
+  CHECK(pipeline.activation_checkpoint_interval == 0);
+  CHECK(pipeline.pipe_partitioned);
+  CHECK(pipeline.grad_partitioned);
+
+  CHECK(config.dstrain_block() == json::object());
+}
+
+TEST_CASE("A full DeepSpeed ZeRO-3 offload config loads unchanged and without warnings", "[config]") {
+  const std::string path = kConfigs + "deepspeed_reference.json";
+  json file = read_json(path);
+  ds::Config config = ds::Config::from_file(path);
+  CHECK(config.warnings().empty());
+
+  config.resolve_batch(8);  // 64 == 4 * 2 * 8
+  CHECK(config.train_batch_size() == file["train_batch_size"].get<int>());
+  CHECK(config.train_micro_batch_size_per_gpu() == file["train_micro_batch_size_per_gpu"].get<int>());
+  CHECK(config.gradient_accumulation_steps() == file["gradient_accumulation_steps"].get<int>());
+  CHECK(config.training().gradient_clipping == file["gradient_clipping"].get<double>());
+
+  const json& optimizer = file["optimizer"]["params"];
+  CHECK(config.optimizer().type == ds::OptimizerType::AdamW);
+  CHECK(config.optimizer().lr == optimizer["lr"].get<double>());
+  CHECK(config.optimizer().betas[1] == optimizer["betas"][1].get<double>());
+  CHECK(config.optimizer().weight_decay == optimizer["weight_decay"].get<double>());
+
+  const json& scheduler = file["scheduler"]["params"];
+  CHECK(config.scheduler().type == ds::SchedulerType::WarmupDecayLR);
+  CHECK(config.scheduler().warmup_max_lr == scheduler["warmup_max_lr"].get<double>());
+  CHECK(config.scheduler().total_num_steps == scheduler["total_num_steps"].get<int64_t>());
+  CHECK(config.scheduler().warmup_type == scheduler["warmup_type"].get<std::string>());
+
+  CHECK(config.fp16().enabled);
+  const json& zero = file["zero_optimization"];
+  CHECK(config.zero_optimization().stage == 3);
+  CHECK(config.zero_optimization().reduce_bucket_size == static_cast<int64_t>(zero["reduce_bucket_size"].get<double>()));
+  CHECK(config.zero_optimization().offload_param.device == ds::OffloadDevice::Nvme);
+  CHECK(config.zero_optimization().offload_param.nvme_path == zero["offload_param"]["nvme_path"].get<std::string>());
+  CHECK(config.zero_optimization().offload_optimizer.device == ds::OffloadDevice::Nvme);
+  CHECK(config.zero_optimization().offload_optimizer.pin_memory);
+  CHECK(config.aio().intra_op_parallelism == file["aio"]["thread_count"].get<int>());
+  CHECK(config.untyped()["activation_checkpointing"] == file["activation_checkpointing"]);
+  CHECK(config.untyped()["tensorboard"] == file["tensorboard"]);
+}
+
+TEST_CASE("The quick-start config loads with its dstrain block", "[config]") {
+  const std::string path = kConfigs + "default.json";
+  json file = read_json(path);
+  ds::Config config = ds::Config::from_file(path);
+  CHECK(config.warnings().empty());
+  config.resolve_batch(1);
+  CHECK(config.train_batch_size() == 8);
+  CHECK(config.optimizer().type == ds::OptimizerType::AdamW);
+  CHECK(config.scheduler().type == ds::SchedulerType::WarmupDecayLR);
+  CHECK(config.training().seed == 1234);
+  CHECK(config.dstrain_block() == file["dstrain"]);
+}
+
+TEST_CASE("An unknown key is one warning naming it, at every level", "[config]") {
+  ds::Config top = ds::Config::from_json(with({{"train_batch_sise", 8}}));
+  REQUIRE(top.warnings().size() == 1);
+  CHECK_THAT(top.warnings()[0], Contains("unknown key 'train_batch_sise'"));
+
+  ds::Config nested = ds::Config::from_json(with({{"zero_optimization", {{"stage", 3}, {"stage3_foo", 1}}}}));
+  REQUIRE(nested.warnings().size() == 1);
+  CHECK_THAT(nested.warnings()[0], Contains("unknown key 'zero_optimization.stage3_foo'"));
+  CHECK(nested.zero_optimization().stage == 3);
+
+  ds::Config deeper = ds::Config::from_json(
+      with({{"zero_optimization", {{"offload_param", {{"device", "cpu"}, {"pin_memroy", true}}}, {"stage", 3}}}}));
+  REQUIRE(deeper.warnings().size() == 1);
+  CHECK_THAT(deeper.warnings()[0], Contains("unknown key 'zero_optimization.offload_param.pin_memroy'"));
+
+  ds::Config params = ds::Config::from_json(with({{"optimizer", {{"type", "Adam"}, {"params", {{"lrr", 1}}}}}}));
+  REQUIRE(params.warnings().size() == 1);
+  CHECK_THAT(params.warnings()[0], Contains("unknown key 'optimizer.params.lrr'"));
+}
+
+TEST_CASE("A wrong JSON type is an error naming the key and the value", "[config]") {
+  CHECK_THAT(error_message({{"train_batch_size", "8"}}),
+             Contains("config key 'train_batch_size'") && Contains("\"8\""));
+  CHECK_THAT(error_message(with({{"fp16", {{"enabled", "yes"}}}})),
+             Contains("config key 'fp16.enabled'") && Contains("\"yes\""));
+  CHECK_THAT(error_message(with({{"zero_optimization", 3}})), Contains("config key 'zero_optimization'") && Contains("3"));
+  CHECK_THAT(error_message(with({{"steps_per_print", 2.5}})), Contains("config key 'steps_per_print'") && Contains("2.5"));
+  CHECK_THAT(error_message(with({{"dstrain", "gpt"}})), Contains("config key 'dstrain'") && Contains("\"gpt\""));
+  CHECK_THAT(error_message(json::array()), Contains("JSON object"));
+}
+
+TEST_CASE("A negative size is an error naming the key and the value", "[config]") {
+  CHECK_THAT(error_message(with({{"zero_optimization", {{"reduce_bucket_size", -1}}}})),
+             Contains("config key 'zero_optimization.reduce_bucket_size'") && Contains("-1"));
+  CHECK_THAT(error_message(with({{"zero_optimization", {{"offload_param", {{"buffer_size", -5e8}}}}}})),
+             Contains("config key 'zero_optimization.offload_param.buffer_size'") && Contains("-5"));
+  CHECK_THAT(error_message({{"train_micro_batch_size_per_gpu", -4}}),
+             Contains("config key 'train_micro_batch_size_per_gpu'") && Contains("-4"));
+  CHECK_THAT(error_message({{"train_batch_size", 0}}), Contains("config key 'train_batch_size'"));
+}
+
+TEST_CASE("Sizes written as 5e8 are integers; fractions are not", "[config]") {
+  ds::Config config = ds::Config::from_json(with({{"zero_optimization", {{"allgather_bucket_size", 2e8}}}}));
+  CHECK(config.zero_optimization().allgather_bucket_size == 200000000);
+  CHECK_THAT(error_message(with({{"zero_optimization", {{"allgather_bucket_size", 1.5}}}})),
+             Contains("zero_optimization.allgather_bucket_size") && Contains("1.5"));
+}
+
+TEST_CASE("fp16 and bf16 both enabled is an error", "[config]") {
+  CHECK_THAT(error_message(with({{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}})),
+             Contains("bf16.enabled") && Contains("fp16"));
+  CHECK(ds::Config::from_json(with({{"bf16", {{"enabled", true}}}})).bf16().enabled);
+}
+
+TEST_CASE("ZeRO stage outside 0-3 is an error", "[config]") {
+  CHECK_THAT(error_message(with({{"zero_optimization", {{"stage", 4}}}})),
+             Contains("config key 'zero_optimization.stage'") && Contains("4"));
+  CHECK_THAT(error_message(with({{"zero_optimization", {{"stage", -1}}}})), Contains("zero_optimization.stage"));
+}
+
+TEST_CASE("An offload device other than none, cpu or nvme is an error", "[config]") {
+  CHECK_THAT(error_message(with({{"zero_optimization", {{"stage", 3}, {"offload_param", {{"device", "gpu"}}}}}})),
+             Contains("config key 'zero_optimization.offload_param.device'") && Contains("\"gpu\""));
+}
+
+TEST_CASE("NVMe offload without nvme_path is an error", "[config]") {
+  CHECK_THAT(error_message(with({{"zero_optimization", {{"stage", 3}, {"offload_optimizer", {{"device", "nvme"}}}}}})),
+             Contains("config key 'zero_optimization.offload_optimizer.nvme_path'"));
+}
+
+TEST_CASE("Partial optimizer offload needs stage 3", "[config]") {
+  CHECK_THAT(
+      error_message(with({{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.3}}}}}})),
+      Contains("zero_optimization.offload_optimizer.ratio") && Contains("0.3"));
+}
+
+TEST_CASE("betas must be two numbers in [0, 1)", "[config]") {
+  auto adam = [](const json& betas) { return with({{"optimizer", {{"type", "Adam"}, {"params", {{"betas", betas}}}}}}); };
+  CHECK_THAT(error_message(adam({0.9})), Contains("config key 'optimizer.params.betas'") && Contains("[0.9]"));
+  CHECK_THAT(error_message(adam({0.9, 1.0})), Contains("optimizer.params.betas") && Contains("[0.9,1.0]"));
+  CHECK_THAT(error_message(adam({0.9, "0.999"})), Contains("optimizer.params.betas"));
+  CHECK(ds::Config::from_json(adam({0.8, 0.95})).optimizer().betas == std::array<double, 2>{0.8, 0.95});
+}
+
+TEST_CASE("An unknown optimizer or scheduler type is an error listing the supported ones", "[config]") {
+  CHECK_THAT(error_message(with({{"optimizer", {{"type", "Lamb"}}}})),
+             Contains("config key 'optimizer.type'") && Contains("\"Lamb\"") &&
+                 Contains("Adam, AdamW, SGD, OneBitAdam"));
+  CHECK_THAT(error_message(with({{"scheduler", {{"type", "Cosine"}}}})),
+             Contains("config key 'scheduler.type'") && Contains("\"Cosine\"") &&
+                 Contains("WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest"));
+  CHECK_THAT(error_message(with({{"optimizer", {{"params", {{"lr", 1e-3}}}}}})),
+             Contains("config key 'optimizer.type'"));
+}
+
+TEST_CASE("Optimizer type names match case-insensitively, as DeepSpeed's", "[config]") {
+  ds::Config config = ds::Config::from_json(with({{"optimizer", {{"type", "adamw"}}}}));
+  CHECK(config.optimizer().type == ds::OptimizerType::AdamW);
+  CHECK(std::string(ds::to_string(config.optimizer().type)) == "AdamW");
+}
+
+TEST_CASE("Optimizer params follow the type", "[config]") {
+  ds::Config adam = ds::Config::from_json(with({{"optimizer", {{"type", "Adam"}, {"params", {{"lr", 0.01}}}}}}));
+  CHECK(adam.optimizer().lr == 0.01);
+  CHECK(adam.optimizer().eps == 1e-8);
+  CHECK(adam.optimizer().adam_w_mode);  // DeepSpeed's Adam decouples weight decay by default
+
+  ds::Config onebit = ds::Config::from_json(
+      with({{"optimizer", {{"type", "OneBitAdam"}, {"params", {{"freeze_step", 400}, {"comm_backend_name", "mpi"}}}}}}));
+  CHECK(onebit.optimizer().freeze_step == 400);
+  CHECK(onebit.optimizer().comm_backend_name == "mpi");
+  CHECK_FALSE(onebit.optimizer().cuda_aware);
+  CHECK(ds::Config::from_json(with({{"optimizer", {{"type", "OneBitAdam"}}}})).optimizer().freeze_step == 100000);
+
+  ds::Config sgd =
+      ds::Config::from_json(with({{"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}, {"momentum", 0.9}}}}}}));
+  CHECK(sgd.optimizer().momentum == 0.9);
+  CHECK_THAT(error_message(with({{"optimizer", {{"type", "SGD"}}}})), Contains("config key 'optimizer.params.lr'"));
+  CHECK_THAT(error_message(with({{"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}, {"nesterov", true}}}}}})),
+             Contains("optimizer.params.nesterov"));
+  // A momentum is not an Adam parameter.
+  ds::Config misplaced = ds::Config::from_json(with({{"optimizer", {{"type", "Adam"}, {"params", {{"momentum", 0.9}}}}}}));
+  CHECK(misplaced.warnings().size() == 1);
+  CHECK_THAT(error_message(with({{"optimizer", {{"type", "Adam"}, {"params", {{"amsgrad", true}}}}}})),
+             Contains("optimizer.params.amsgrad"));
+}
+
+TEST_CASE("Scheduler params use DeepSpeed's names and defaults", "[config]") {
+  auto scheduler = [](const char* type, const json& params) {
+    return ds::Config::from_json(with({{"scheduler", {{"type", type}, {"params", params}}}})).scheduler();
+  };
+  ds::SchedulerConfig warmup = scheduler("WarmupLR", json::object());
+  CHECK(warmup.warmup_min_lr == 0.0);
+  CHECK_FALSE(warmup.warmup_max_lr.has_value());  // the optimizer's lr
+  CHECK(warmup.warmup_num_steps == 1000);
+  CHECK(warmup.warmup_type == "log");
+
+  ds::SchedulerConfig decay = scheduler("WarmupDecayLR", {{"total_num_steps", 500}});
+  CHECK(decay.warmup_max_lr == 0.001);
+  CHECK(decay.total_num_steps == 500);
+
+  ds::SchedulerConfig cycle = scheduler("OneCycle", {{"cycle_min_lr", 1e-4}, {"cycle_max_lr", 1e-3},
+                                                     {"cycle_first_step_size", 300}, {"cycle_first_stair_count", 3}});
+  CHECK(cycle.cycle_second_step_size == 300);
+  CHECK(cycle.cycle_second_stair_count == 3);
+  CHECK(cycle.decay_step_size == 0);
+  CHECK(cycle.cycle_momentum);
+  CHECK(cycle.cycle_min_mom == 0.8);
+  CHECK(cycle.cycle_max_mom == 0.9);
+
+  CHECK_THAT(error_message(with({{"scheduler", {{"type", "WarmupDecayLR"}}}})),
+             Contains("config key 'scheduler.params.total_num_steps'"));
+  CHECK_THAT(error_message(with({{"scheduler", {{"type", "OneCycle"}, {"params", {{"cycle_max_lr", 1e-3}}}}}})),
+             Contains("config key 'scheduler.params.cycle_min_lr'"));
+  CHECK_THAT(error_message(with({{"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_type", "cosine"}}}}}})),
+             Contains("scheduler.params.warmup_type") && Contains("\"cosine\""));
+}
+
+TEST_CASE("\"auto\" means not given: the default applies or the value is derived", "[config]") {
+  json hf = {
+      {"train_batch_size", "auto"},
+      {"train_micro_batch_size_per_gpu", 4},
+      {"gradient_accumulation_steps", "auto"},
+      {"gradient_clipping", "auto"},
+      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"betas", "auto"}, {"weight_decay", "auto"}}}}},
+      {"scheduler",
+       {{"type", "WarmupDecayLR"},
+        {"params", {{"warmup_min_lr", "auto"}, {"warmup_max_lr", "auto"}, {"total_num_steps", "auto"}}}}},
+      {"fp16", {{"enabled", "auto"}}},
+      {"zero_optimization", {{"stage", 3}, {"stage3_prefetch_bucket_size", "auto"}}},
+  };
+  ds::Config config = ds::Config::from_json(hf);
+  CHECK(config.warnings().empty());
+  config.resolve_batch(2);
+  CHECK(config.train_batch_size() == 8);
+  CHECK(config.gradient_accumulation_steps() == 1);
+  CHECK(config.training().gradient_clipping == 0.0);
+  CHECK(config.optimizer().lr == 1e-3);
+  CHECK(config.optimizer().betas == std::array<double, 2>{0.9, 0.999});
+  CHECK(config.scheduler().warmup_max_lr == 0.001);
+  CHECK_FALSE(config.scheduler().total_num_steps.has_value());  // left for the engine
+  CHECK_FALSE(config.fp16().enabled);
+  CHECK(config.zero_optimization().stage3_prefetch_bucket_size == 50000000);
+}
+
+TEST_CASE("Batch sizes: any two derive the third; one alone uses DeepSpeed's rule", "[config]") {
+  const int micro = 2;
+  for (int world : {1, 2, 4}) {
+    const int train = 24;
+    const int accumulation = train / (micro * world);
+    // Every subset of the three keys that names train_batch_size or the micro batch size.
+    for (int mask = 1; mask < 8; ++mask) {
+      bool has_train = mask & 1, has_micro = mask & 2, has_accumulation = mask & 4;
+      if (!has_train && !has_micro) continue;
+      json keys = json::object();
+      if (has_train) keys["train_batch_size"] = train;
+      if (has_micro) keys["train_micro_batch_size_per_gpu"] = micro;
+      if (has_accumulation) keys["gradient_accumulation_steps"] = accumulation;
+      int expected_train = train, expected_micro = micro, expected_accumulation = accumulation;
+      if (mask == 1) {  // train only: one micro step, the batch split over the world
+        expected_accumulation = 1;
+        expected_micro = train / world;
+      } else if (mask == 2) {  // micro only: one micro step
+        expected_accumulation = 1;
+        expected_train = micro * world;
+      }
+      INFO("world " << world << ", keys " << keys.dump());
+      ds::Config config = ds::Config::from_json(keys);
+      config.resolve_batch(world);
+      CHECK(config.dp_world_size() == world);
+      CHECK(config.train_batch_size() == expected_train);
+      CHECK(config.train_micro_batch_size_per_gpu() == expected_micro);
+      CHECK(config.gradient_accumulation_steps() == expected_accumulation);
+      CHECK(config.train_batch_size() ==
+            config.train_micro_batch_size_per_gpu() * config.gradient_accumulation_steps() * world);
+    }
+  }
+}
+
+TEST_CASE("Three batch keys inconsistent with the world size are an error naming the values", "[config]") {
+  ds::Config config = ds::Config::from_json(
+      {{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4}, {"gradient_accumulation_steps", 2}});
+  config.resolve_batch(4);  // 32 == 4 * 2 * 4
+  CHECK_THROWS_WITH(config.resolve_batch(2), Contains("train_batch_size 32") &&
+                                                 Contains("train_micro_batch_size_per_gpu 4") &&
+                                                 Contains("gradient_accumulation_steps 2") && Contains("world size 2"));
+}
+
+TEST_CASE("A batch size that does not divide is an error", "[config]") {
+  // Known before the world size.
+  CHECK_THAT(error_message({{"train_batch_size", 30},
+                            {"train_micro_batch_size_per_gpu", 4},
+                            {"gradient_accumulation_steps", 2}}),
+             Contains("train_batch_size 30") && Contains("train_micro_batch_size_per_gpu 4") &&
+                 Contains("gradient_accumulation_steps 2"));
+  CHECK_THAT(error_message({{"train_batch_size", 30}, {"train_micro_batch_size_per_gpu", 4}}),
+             Contains("train_batch_size 30"));
+  // Known only with it: gas = 24 / (2 * 5) does not divide; DeepSpeed would floor it.
+  ds::Config config = ds::Config::from_json({{"train_batch_size", 24}, {"train_micro_batch_size_per_gpu", 2}});
+  CHECK_THROWS_AS(config.resolve_batch(5), ds::Error);
+  CHECK_THROWS_WITH(config.resolve_batch(5), Contains("train_batch_size 24") && Contains("world size 5"));
+  ds::Config train_only = ds::Config::from_json({{"train_batch_size", 6}});
+  CHECK_THROWS_WITH(train_only.resolve_batch(4), Contains("train_batch_size 6"));
+}
+
+TEST_CASE("Neither train_batch_size nor the micro batch size is an error", "[config]") {
+  CHECK_THAT(error_message(json::object()),
+             Contains("train_batch_size") && Contains("train_micro_batch_size_per_gpu"));
+  CHECK_THAT(error_message({{"gradient_accumulation_steps", 4}}), Contains("train_batch_size"));
+}
+
+TEST_CASE("Batch sizes are unknown until the world size is", "[config]") {
+  ds::Config config = ds::Config::from_json({{"train_batch_size", 16}});
+  CHECK_FALSE(config.batch_resolved());
+  CHECK_THROWS_WITH(config.train_micro_batch_size_per_gpu(), Contains("train_micro_batch_size_per_gpu"));
+  CHECK_THROWS_AS(config.train_batch_size(), ds::Error);
+  CHECK_THROWS_AS(config.resolve_batch(0), ds::Error);
+  config.resolve_batch(4);
+  CHECK(config.train_micro_batch_size_per_gpu() == 4);
+  config.resolve_batch(2);  // starts again from the keys as given
+  CHECK(config.train_micro_batch_size_per_gpu() == 8);
+}
+
+TEST_CASE("overlap_comm defaults to true for stage 3 only", "[config]") {
+  auto zero = [](const json& block) { return ds::Config::from_json(with({{"zero_optimization", block}})).zero_optimization(); };
+  CHECK(zero({{"stage", 3}}).overlap_comm);
+  CHECK_FALSE(zero({{"stage", 2}}).overlap_comm);
+  CHECK_FALSE(zero({{"stage", 3}, {"overlap_comm", false}}).overlap_comm);
+  CHECK(zero({{"stage", 1}, {"overlap_comm", true}}).overlap_comm);
+}
+
+TEST_CASE("DeepSpeed's second spellings are accepted; two different values are an error", "[config]") {
+  ds::Config config = ds::Config::from_json(with({{"zero_optimization", {{"prefetch_bucket_size", 1000}}},
+                                                  {"bfloat16", {{"enabled", true}}},
+                                                  {"aio", {{"thread_count", 4}}}}));
+  CHECK(config.warnings().empty());
+  CHECK(config.zero_optimization().stage3_prefetch_bucket_size == 1000);
+  CHECK(config.bf16().enabled);
+  CHECK(config.aio().intra_op_parallelism == 4);
+  CHECK(ds::Config::from_json(with({{"aio", {{"thread_count", 2}, {"intra_op_parallelism", 2}}}})).aio().intra_op_parallelism == 2);
+  CHECK_THAT(error_message(with({{"aio", {{"thread_count", 2}, {"intra_op_parallelism", 4}}}})),
+             Contains("aio.intra_op_parallelism") && Contains("thread_count"));
+}
+
+TEST_CASE("A deprecated ZeRO key is one warning naming its replacement, and still applies", "[config]") {
+  ds::Config config = ds::Config::from_json(with({{"zero_optimization", {{"stage", 2}, {"cpu_offload", true}}}}));
+  REQUIRE(config.warnings().size() == 1);
+  CHECK_THAT(config.warnings()[0], Contains("zero_optimization.cpu_offload") && Contains("offload_optimizer"));
+  CHECK(config.zero_optimization().offload_optimizer.device == ds::OffloadDevice::Cpu);
+
+  ds::Config gather = ds::Config::from_json(
+      with({{"zero_optimization", {{"stage", 3}, {"stage3_gather_fp16_weights_on_model_save", true}}}}));
+  CHECK(gather.zero_optimization().stage3_gather_16bit_weights_on_model_save);
+}
+
+TEST_CASE("bf16 master weights and optimizer states need ZeRO and each other", "[config]") {
+  CHECK_THAT(error_message(with({{"bf16", {{"enabled", true}, {"bf16_master_weights_and_grads", true}}}})),
+             Contains("bf16.bf16_master_weights_and_grads") && Contains("stage 0"));
+  CHECK_THAT(error_message(with({{"bf16", {{"enabled", true}, {"bf16_optimizer_states", true}}},
+                                 {"zero_optimization", {{"stage", 2}}}})),
+             Contains("bf16.bf16_optimizer_states"));
+}
+
+TEST_CASE("The pipeline block takes a stage count or \"auto\" and a partition method", "[config]") {
+  ds::Config config =
+      ds::Config::from_json(with({{"pipeline", {{"stages", 4}, {"partition", "uniform"}, {"seed_layers", true}}}}));
+  CHECK(config.pipeline().stages == 4);
+  CHECK(config.pipeline().partition == "uniform");
+  CHECK(config.pipeline().seed_layers);
+  CHECK_FALSE(ds::Config::from_json(with({{"pipeline", {{"stages", "auto"}}}})).pipeline().stages.has_value());
+  CHECK(ds::Config::from_json(with({{"pipeline", {{"partition", "type:Block"}}}})).pipeline().partition == "type:Block");
+  CHECK_THAT(error_message(with({{"pipeline", {{"partition", "random"}}}})),
+             Contains("config key 'pipeline.partition'") && Contains("\"random\""));
+  CHECK_THAT(error_message(with({{"pipeline", {{"stages", 0}}}})), Contains("pipeline.stages"));
+}
+
+TEST_CASE("Other DeepSpeed blocks are kept as written without warnings", "[config]") {
+  json wandb = {{"enabled", true}, {"project", "dstrain"}};
+  ds::Config config = ds::Config::from_json(with({{"wandb", wandb}, {"elasticity", {{"enabled", false}}}}));
+  CHECK(config.warnings().empty());
+  CHECK(config.untyped()["wandb"] == wandb);
+  CHECK(config.untyped().contains("elasticity"));
+}
+
+TEST_CASE("to_json is the effective config and reads back to itself", "[config]") {
+  for (const char* name : {"deepspeed_reference.json", "default.json"}) {
+    INFO(name);
+    ds::Config config = ds::Config::from_file(kConfigs + name);
+    json effective = config.to_json();
+    ds::Config again = ds::Config::from_json(effective);
+    CHECK(again.warnings().empty());
+    CHECK(again.to_json() == effective);
+  }
+  ds::Config config = ds::Config::from_json(with({{"scheduler", {{"type", "WarmupLR"}}}}));
+  json effective = config.to_json();
+  CHECK(effective["zero_optimization"]["stage3_max_live_parameters"] == 1000000000);
+  CHECK(effective["fp16"]["initial_scale_power"] == 16);
+  CHECK(effective["scheduler"]["params"]["warmup_num_steps"] == 1000);
+  CHECK_FALSE(effective.contains("optimizer"));
+  CHECK_FALSE(ds::Config::from_json(effective).scheduler().warmup_max_lr.has_value());
+  config.resolve_batch(2);
+  CHECK(config.to_json()["train_micro_batch_size_per_gpu"] == 4);
+}
+
+TEST_CASE("from_file errors carry the path", "[config]") {
+  try {
+    ds::Config::from_file("/nonexistent/ds_config.json");
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.path() == std::string("/nonexistent/ds_config.json"));
+    CHECK(e.errnum() == ENOENT);
+  }
+
+  const std::string text = "{\n  \"train_batch_size\": 8,\n  \"fp16\": {\"enabled\": tru}\n}\n";
+  std::string bad = write_temp_file("bad.json", text);
+  try {
+    ds::Config::from_file(bad);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.path() == bad);
+    // The offset points into the broken literal "tru}".
+    REQUIRE(e.offset().has_value());
+    CHECK(*e.offset() >= static_cast<int64_t>(text.find("tru")));
+    CHECK(*e.offset() <= static_cast<int64_t>(text.find("tru") + 4));
+    CHECK_THAT(e.what(), Contains("invalid JSON"));
+  }
+
+  std::string duplicate = write_temp_file("duplicate.json", R"({"train_batch_size": 8, "train_batch_size": 16})");
+  CHECK_THROWS_WITH(ds::Config::from_file(duplicate), Contains("duplicate key") && Contains("train_batch_size"));
+
+  std::string invalid = write_temp_file("invalid.json", R"({"train_batch_size": "8"})");
+  try {
+    ds::Config::from_file(invalid);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.path() == invalid);
+    CHECK(e.key() == std::string("train_batch_size"));
+  }
+}
+
+TEST_CASE("from_file skips comments, as DeepSpeed's hjson loader does", "[config]") {
+  std::string path = write_temp_file("comments.json", "{\n  // global batch\n  \"train_batch_size\": 8 /* x */\n}\n");
+  CHECK(ds::Config::from_file(path).warnings().empty());
+}

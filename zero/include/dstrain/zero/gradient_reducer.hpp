@@ -1,0 +1,91 @@
+// GradientReducer: the one path by which gradients leave backward, for every ZeRO stage.
+//
+// A hook on each parameter's gradient accumulator hands the gradient over as soon as autograd has
+// finished it. Gradients are packed into buckets of consecutive parameters (about bucket_numel
+// elements, filled in reverse parameter order, as backward produces them); a full bucket is reduced
+// at once, overlapping the rest of backward when `overlap` is set:
+//   one partition (ZeRO 0):   all-reduce (average), every rank keeps every gradient;
+//   N partitions (ZeRO 1-3):  reduce-scatter (average), each rank keeps its shard's gradients.
+// The result is added into grad_shard() (fp32, ShardLayout-shaped), so micro-steps accumulate.
+// Between reductions (gradient accumulation under ZeRO 0 and 1) autograd keeps accumulating into
+// param.grad() as usual; a reduction takes param.grad() and frees it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "dstrain/zero/shard_layout.hpp"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace ds::comm {
+class Backend;
+class Work;
+}  // namespace ds::comm
+
+namespace ds::zero {
+
+class GradientReducer {
+ public:
+  // Called with a parameter's index once its gradient has been taken (ZeRO-3 releases it then).
+  using TakenFn = std::function<void(size_t param_index)>;
+
+  GradientReducer(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
+                  int64_t bucket_numel, bool overlap, TakenFn on_taken = {});
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Whether the coming backward reduces (true) or only accumulates into param.grad() (false).
+  void set_reducing(bool reducing) { reducing_ = reducing; }
+  bool reducing() const { return reducing_; }
+
+  // After a reducing backward: reduces what no hook delivered (unused parameters count as zero
+  // gradients), waits for every reduction and adds the results into grad_shard().
+  void finish_backward();
+
+  const at::Tensor& grad_shard() const { return grad_shard_; }
+  void zero_grad_shard();
+  // Bytes this reducer holds now (the gradient shard plus buckets in flight).
+  int64_t bytes() const;
+
+ private:
+  struct Bucket {
+    size_t first_param;  // parameters [first_param, last_param], consecutive
+    size_t last_param;
+    int64_t shard_begin;  // their chunks' range in a shard
+    int64_t shard_end;
+    size_t pending = 0;   // parameters still to arrive in this backward
+    at::Tensor buffer;    // [partitions * (shard_end - shard_begin)] while filling or in flight
+    at::Tensor result;    // this rank's reduced slice
+    std::unique_ptr<comm::Work> work;
+  };
+
+  void on_gradient(size_t param_index);
+  void pack(size_t param_index, const at::Tensor& grad);
+  void launch(Bucket& bucket);
+  void complete(Bucket& bucket);
+  void reset_buckets();
+
+  std::vector<at::Tensor> params_;
+  const ShardLayout& layout_;
+  comm::Backend& group_;
+  bool overlap_;
+  TakenFn on_taken_;
+  bool reducing_ = true;
+  at::Tensor grad_shard_;
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;         // buckets before it are launched in this backward
+  std::vector<size_t> bucket_of_;  // parameter index -> bucket index
+  std::vector<bool> delivered_;    // parameter index -> delivered in this backward
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+};
+
+}  // namespace ds::zero

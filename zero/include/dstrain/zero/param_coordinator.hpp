@@ -1,0 +1,107 @@
+// ParameterCoordinator: ZeRO stage 3's parameter life cycle, driven by ds::zero::call.
+//
+// Each rank keeps only its chunk of every parameter (ShardLayout, in the model's dtype). A module's
+// parameters are gathered whole just before its forward and released after it; gathered again when
+// gradient reaches the module's outputs in backward, and released once their gradient is taken.
+// Status per parameter: NotAvailable -> Inflight (gather posted) -> Available -> NotAvailable.
+//
+// A module's own parameters are those of its subtree, down to (not into) children deriving from
+// ds::zero::Module: such children are expected to be called through ds::zero::call and manage
+// their own. Parameters of at most stage3_param_persistence_threshold elements stay whole. The first
+// forward records the order modules run in; later forwards prefetch the next modules' parameters
+// (up to stage3_prefetch_bucket_size elements ahead, never more than stage3_max_live_parameters
+// whole at once). A parameter a child returns from its forward becomes an external parameter of
+// the caller (kept whole until the caller is done), as DeepSpeed does.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "dstrain/runtime/config.hpp"
+#include "dstrain/zero/module_call.hpp"
+#include "dstrain/zero/param_status.hpp"
+#include "dstrain/zero/shard_layout.hpp"
+
+namespace ds::comm {
+class Backend;
+class Work;
+}  // namespace ds::comm
+
+namespace ds::zero {
+
+class ParameterCoordinator : public ModuleHooks {
+ public:
+  // Partitions `params` (the model's, in order): keeps this rank's chunks, frees the rest.
+  ParameterCoordinator(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
+                       const ZeroConfig& config);
+  ~ParameterCoordinator() override;
+
+  void pre_forward(torch::nn::Module& module) override;
+  void post_forward(torch::nn::Module& module, const std::vector<at::Tensor*>& outputs) override;
+
+  ParamStatus status(size_t param_index) const { return params_[param_index].status; }
+  ParamStatus status(const at::Tensor& param) const;
+  bool persistent(size_t param_index) const { return params_[param_index].persistent; }
+  // External parameters found for `module` (returned to it by a child, or registered explicitly).
+  size_t external_parameter_count(const torch::nn::Module& module) const;
+
+  // This rank's chunk of every parameter, in the model's dtype, shaped as the layout's shard.
+  const at::Tensor& model_shard() const { return model_shard_; }
+  // Start of an engine forward: the recorded module order is complete once a second forward starts.
+  void begin_forward();
+  // After an optimizer step: takes the new master shard and refreshes the whole (persistent) ones.
+  void load_shard(const at::Tensor& master_shard);
+  // Called when parameter i's gradient has been taken: it is no longer needed whole.
+  void gradient_taken(size_t param_index);
+  // End of backward (or of an evaluation forward): release everything not persistent.
+  void release_all();
+  // Bytes of parameter data held now: the shard plus every whole parameter.
+  int64_t bytes() const;
+  // Gathers every parameter whole until the guard dies (GatheredParameters).
+  void gather_all();
+
+ private:
+  struct Param {
+    at::Tensor tensor;
+    std::vector<int64_t> shape;
+    ParamStatus status = ParamStatus::NotAvailable;
+    bool persistent = false;
+    int users = 0;             // forward frames holding it whole
+    at::Tensor gather_buffer;  // [partitions * chunk] while Inflight or Available
+    std::unique_ptr<comm::Work> work;
+  };
+  struct Frame {
+    torch::nn::Module* module;
+    std::vector<size_t> held;
+  };
+
+  const std::vector<size_t>& own_params(torch::nn::Module& module);
+  void post_gather(size_t i);
+  void wait_available(size_t i);
+  void acquire(size_t i);
+  void release(size_t i);
+  void free_whole(size_t i);
+  void prefetch_after(torch::nn::Module& module);
+  int64_t live_numel() const;
+
+  const ShardLayout& layout_;
+  comm::Backend& group_;
+  ZeroConfig config_;
+  std::vector<Param> params_;
+  std::unordered_map<const void*, size_t> index_of_;  // TensorImpl* -> parameter index
+  at::Tensor model_shard_;
+  std::unordered_map<const torch::nn::Module*, std::vector<size_t>> own_params_;
+  std::unordered_map<const torch::nn::Module*, std::vector<size_t>> external_;
+  std::vector<Frame> stack_;
+  std::vector<torch::nn::Module*> trace_;  // forward order of modules, recorded once
+  bool trace_complete_ = false;
+  size_t trace_position_ = 0;
+};
+
+}  // namespace ds::zero

@@ -1,0 +1,143 @@
+#include "dstrain/zero/gradient_reducer.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "dstrain/comm/backend.hpp"
+#include "dstrain/runtime/error.hpp"
+
+namespace ds::zero {
+namespace {
+
+class GradientReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  explicit GradientReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
+GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
+                                 int64_t bucket_numel, bool overlap, TakenFn on_taken)
+    : params_(std::move(params)), layout_(layout), group_(group), overlap_(overlap), on_taken_(std::move(on_taken)) {
+  grad_shard_ = at::zeros({layout_.shard_numel()}, at::kFloat);
+  bucket_of_.resize(params_.size());
+  delivered_.assign(params_.size(), false);
+
+  // Buckets of consecutive parameters, built from the last one back: backward finishes the last
+  // parameters first, so the first bucket fills first.
+  for (size_t end = params_.size(); end > 0;) {
+    size_t first = end - 1;
+    int64_t numel = layout_.slot(first).chunk * layout_.partitions();
+    while (first > 0 && numel < bucket_numel) {
+      --first;
+      numel += layout_.slot(first).chunk * layout_.partitions();
+    }
+    Bucket bucket;
+    bucket.first_param = first;
+    bucket.last_param = end - 1;
+    bucket.shard_begin = layout_.slot(first).shard_offset;
+    bucket.shard_end = layout_.slot(end - 1).shard_offset + layout_.slot(end - 1).chunk;
+    for (size_t i = first; i < end; ++i) bucket_of_[i] = buckets_.size();
+    buckets_.push_back(std::move(bucket));
+    end = first;
+  }
+  reset_buckets();
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].requires_grad()) throw Error("GradientReducer: parameter " + std::to_string(i) + " does not require grad");
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<GradientReadyHook>([this, i] { on_gradient(i); })));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
+
+void GradientReducer::reset_buckets() {
+  for (Bucket& bucket : buckets_) bucket.pending = bucket.last_param - bucket.first_param + 1;
+  next_launch_ = 0;
+  std::fill(delivered_.begin(), delivered_.end(), false);
+}
+
+void GradientReducer::on_gradient(size_t i) {
+  if (!reducing_) return;
+  if (delivered_[i]) throw Error("GradientReducer: gradient of parameter " + std::to_string(i) + " delivered twice in one backward");
+  at::Tensor& grad = params_[i].mutable_grad();
+  pack(i, grad);
+  grad.reset();
+  delivered_[i] = true;
+  if (on_taken_) on_taken_(i);
+  --buckets_[bucket_of_[i]].pending;
+  // Buckets go out strictly in order, so every rank issues the same collectives in the same order
+  // even if its backward finishes parameters in another order.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);
+}
+
+void GradientReducer::pack(size_t i, const at::Tensor& grad) {
+  Bucket& bucket = buckets_[bucket_of_[i]];
+  const int64_t width = bucket.shard_end - bucket.shard_begin;
+  if (!bucket.buffer.defined()) bucket.buffer = at::zeros({layout_.partitions() * width}, at::kFloat);
+  if (!grad.defined()) return;  // an unused parameter contributes zeros
+  const ParamSlot& slot = layout_.slot(i);
+  const int64_t offset = slot.shard_offset - bucket.shard_begin;
+  for (int part = 0; part < layout_.partitions(); ++part)
+    layout_.copy_chunk(i, grad, part, bucket.buffer.narrow(0, part * width + offset, slot.chunk));
+}
+
+void GradientReducer::launch(Bucket& bucket) {
+  if (layout_.partitions() == 1) {
+    bucket.result = bucket.buffer;
+    bucket.work = group_.all_reduce_async(bucket.buffer, comm::ReduceOp::Avg);
+  } else {
+    bucket.result = at::empty({bucket.shard_end - bucket.shard_begin}, at::kFloat);
+    bucket.work = group_.reduce_scatter_into_async(bucket.result, bucket.buffer, comm::ReduceOp::Avg);
+  }
+  if (!overlap_) complete(bucket);
+}
+
+void GradientReducer::complete(Bucket& bucket) {
+  bucket.work->wait();
+  grad_shard_.narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
+  bucket.work.reset();
+  bucket.buffer = at::Tensor();
+  bucket.result = at::Tensor();
+}
+
+void GradientReducer::finish_backward() {
+  // Buckets that never filled get zeros for their missing parameters, then go out in order.
+  for (; next_launch_ < buckets_.size(); ++next_launch_) {
+    Bucket& bucket = buckets_[next_launch_];
+    for (size_t i = bucket.first_param; i <= bucket.last_param; ++i) {
+      if (delivered_[i]) continue;
+      pack(i, params_[i].grad());
+      params_[i].mutable_grad().reset();
+      if (on_taken_) on_taken_(i);
+    }
+    launch(bucket);
+  }
+  for (Bucket& bucket : buckets_)
+    if (bucket.work) complete(bucket);
+  reset_buckets();
+}
+
+void GradientReducer::zero_grad_shard() { grad_shard_.zero_(); }
+
+int64_t GradientReducer::bytes() const {
+  int64_t total = grad_shard_.nbytes();
+  for (const Bucket& bucket : buckets_)
+    if (bucket.buffer.defined()) total += bucket.buffer.nbytes();
+  return total;
+}
+
+}  // namespace ds::zero

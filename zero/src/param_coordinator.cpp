@@ -1,0 +1,226 @@
+#include "dstrain/zero/param_coordinator.hpp"
+
+#include <ATen/ATen.h>
+
+#include "dstrain/comm/backend.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/zero/module.hpp"
+
+namespace ds::zero {
+
+ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const ShardLayout& layout,
+                                           comm::Backend& group, const ZeroConfig& config)
+    : layout_(layout), group_(group), config_(config) {
+  if (params.empty()) throw Error("ZeRO stage 3: the model has no trainable parameters");
+  model_shard_ = at::empty({layout_.shard_numel()}, params.front().options().requires_grad(false));
+  params_.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param& p = params_[i];
+    p.tensor = params[i];
+    p.shape = params[i].sizes().vec();
+    p.persistent = params[i].numel() <= config_.stage3_param_persistence_threshold;
+    index_of_[params[i].unsafeGetTensorImpl()] = i;
+    at::NoGradGuard no_grad;
+    layout_.copy_chunk(i, params[i].detach(), layout_.rank(), layout_.chunk_view(i, model_shard_));
+    if (p.persistent)
+      p.status = ParamStatus::Available;
+    else
+      free_whole(i);
+  }
+}
+
+ParameterCoordinator::~ParameterCoordinator() {
+  for (Param& p : params_)
+    if (p.work) p.work->wait();
+}
+
+ParamStatus ParameterCoordinator::status(const at::Tensor& param) const {
+  auto it = index_of_.find(param.unsafeGetTensorImpl());
+  return it == index_of_.end() ? ParamStatus::Available : params_[it->second].status;
+}
+
+size_t ParameterCoordinator::external_parameter_count(const torch::nn::Module& module) const {
+  size_t count = 0;
+  if (auto it = external_.find(&module); it != external_.end()) count += it->second.size();
+  if (auto* zero_module = dynamic_cast<const Module*>(&module)) count += zero_module->external_parameters().size();
+  return count;
+}
+
+const std::vector<size_t>& ParameterCoordinator::own_params(torch::nn::Module& module) {
+  auto it = own_params_.find(&module);
+  if (it != own_params_.end()) return it->second;
+  std::vector<size_t> own;
+  std::function<void(torch::nn::Module&)> collect = [&](torch::nn::Module& m) {
+    for (const at::Tensor& param : m.parameters(/*recurse=*/false))
+      if (auto found = index_of_.find(param.unsafeGetTensorImpl()); found != index_of_.end()) own.push_back(found->second);
+    for (const auto& child : m.children())
+      if (!dynamic_cast<Module*>(child.get())) collect(*child);
+  };
+  collect(module);
+  return own_params_.emplace(&module, std::move(own)).first->second;
+}
+
+void ParameterCoordinator::post_gather(size_t i) {
+  Param& p = params_[i];
+  const ParamSlot& slot = layout_.slot(i);
+  p.gather_buffer = at::empty({slot.chunk * layout_.partitions()}, model_shard_.options());
+  p.work = group_.all_gather_into_async(p.gather_buffer, layout_.chunk_view(i, model_shard_));
+  p.status = ParamStatus::Inflight;
+}
+
+void ParameterCoordinator::wait_available(size_t i) {
+  Param& p = params_[i];
+  if (p.status == ParamStatus::Available) return;
+  if (p.status == ParamStatus::NotAvailable) post_gather(i);
+  p.work->wait();
+  p.work.reset();
+  p.tensor.set_data(p.gather_buffer.narrow(0, 0, layout_.slot(i).numel).view(p.shape));
+  p.status = ParamStatus::Available;
+}
+
+void ParameterCoordinator::free_whole(size_t i) {
+  Param& p = params_[i];
+  if (p.work) {
+    p.work->wait();
+    p.work.reset();
+  }
+  p.tensor.set_data(at::empty({0}, model_shard_.options()));
+  p.gather_buffer = at::Tensor();
+  p.status = ParamStatus::NotAvailable;
+}
+
+void ParameterCoordinator::acquire(size_t i) {
+  wait_available(i);
+  ++params_[i].users;
+}
+
+void ParameterCoordinator::release(size_t i) {
+  Param& p = params_[i];
+  if (--p.users == 0 && !p.persistent) free_whole(i);
+}
+
+void ParameterCoordinator::pre_forward(torch::nn::Module& module) {
+  if (!trace_complete_) {
+    trace_.push_back(&module);
+  } else if (trace_position_ >= trace_.size() || trace_[trace_position_] != &module) {
+    // The model took another path than the recorded one: record it afresh, prefetch nothing.
+    trace_.assign(1, &module);
+    trace_complete_ = false;
+  }
+  ++trace_position_;
+
+  Frame frame{&module, own_params(module)};
+  if (auto it = external_.find(&module); it != external_.end())
+    frame.held.insert(frame.held.end(), it->second.begin(), it->second.end());
+  if (auto* zero_module = dynamic_cast<Module*>(&module))
+    for (const at::Tensor& param : zero_module->external_parameters())
+      if (auto found = index_of_.find(param.unsafeGetTensorImpl()); found != index_of_.end()) frame.held.push_back(found->second);
+  for (size_t i : frame.held) acquire(i);
+  stack_.push_back(std::move(frame));
+  prefetch_after(module);
+}
+
+void ParameterCoordinator::post_forward(torch::nn::Module& module, const std::vector<at::Tensor*>& outputs) {
+  if (stack_.empty() || stack_.back().module != &module) throw Error("ZeRO-3: module calls are not nested properly");
+  Frame frame = std::move(stack_.back());
+  stack_.pop_back();
+
+  for (at::Tensor* output : outputs) {
+    auto found = index_of_.find(output->unsafeGetTensorImpl());
+    if (found == index_of_.end()) continue;
+    // A parameter returned to the caller: it becomes the caller's external parameter, moving from
+    // this module if it was this module's (DeepSpeed registers it on the innermost running module
+    // that does not hold it yet).
+    const size_t i = found->second;
+    auto& mine = external_[&module];
+    mine.erase(std::remove(mine.begin(), mine.end(), i), mine.end());
+    if (stack_.empty()) continue;
+    Frame& caller = stack_.back();
+    auto& theirs = external_[caller.module];
+    if (std::find(theirs.begin(), theirs.end(), i) == theirs.end()) theirs.push_back(i);
+    acquire(i);
+    caller.held.push_back(i);
+  }
+
+  // Gradient reaching the outputs means this module's backward is next: gather its parameters.
+  std::vector<size_t> needed;
+  for (size_t i : frame.held)
+    if (!params_[i].persistent) needed.push_back(i);
+  if (!needed.empty()) {
+    for (at::Tensor* output : outputs) {
+      if (!output->requires_grad() || output->is_leaf()) continue;
+      output->register_hook([this, needed](const at::Tensor&) {
+        for (size_t i : needed) wait_available(i);
+      });
+    }
+  }
+  for (size_t i : frame.held) release(i);
+}
+
+void ParameterCoordinator::prefetch_after(torch::nn::Module& module) {
+  if (!trace_complete_) return;
+  int64_t budget = config_.stage3_prefetch_bucket_size;
+  int64_t live = live_numel();
+  for (size_t pos = trace_position_; pos < trace_.size() && budget > 0; ++pos) {
+    for (size_t i : own_params(*trace_[pos])) {
+      const Param& p = params_[i];
+      if (p.persistent || p.status != ParamStatus::NotAvailable) continue;
+      const int64_t numel = layout_.slot(i).chunk * layout_.partitions();
+      if (numel > budget || live + numel > config_.stage3_max_live_parameters) return;
+      post_gather(i);
+      budget -= numel;
+      live += numel;
+    }
+  }
+}
+
+int64_t ParameterCoordinator::live_numel() const {
+  int64_t live = 0;
+  for (const Param& p : params_)
+    if (!p.persistent && p.status != ParamStatus::NotAvailable) live += p.gather_buffer.numel();
+  return live;
+}
+
+void ParameterCoordinator::begin_forward() {
+  if (!trace_.empty()) trace_complete_ = true;
+  trace_position_ = 0;
+}
+
+void ParameterCoordinator::gradient_taken(size_t i) {
+  if (!params_[i].persistent && params_[i].users == 0) free_whole(i);
+}
+
+void ParameterCoordinator::release_all() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].users = 0;
+    if (!params_[i].persistent) free_whole(i);
+  }
+  stack_.clear();
+}
+
+void ParameterCoordinator::gather_all() {
+  for (size_t i = 0; i < params_.size(); ++i) acquire(i);
+}
+
+void ParameterCoordinator::load_shard(const at::Tensor& master_shard) {
+  at::NoGradGuard no_grad;
+  model_shard_.copy_(master_shard);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].persistent) continue;
+    post_gather(i);
+    wait_available(i);
+  }
+}
+
+int64_t ParameterCoordinator::bytes() const {
+  int64_t total = model_shard_.nbytes();
+  for (const Param& p : params_) {
+    if (p.gather_buffer.defined())
+      total += p.gather_buffer.nbytes();
+    else if (p.persistent)
+      total += p.tensor.nbytes();
+  }
+  return total;
+}
+
+}  // namespace ds::zero
