@@ -34,7 +34,7 @@ void print_schedule(const ScheduleOptions& options, bool one_stage) {
   const ds::pipe::ScheduleKind kind = kind_named(options.kind);
   const std::string format = options.format.empty() ? (one_stage ? "json" : "text") : options.format;
   if (!one_stage) {
-    if (format == "json") throw ds::Error("dstrain schedule: --format json prints one stage; give --stage-id");
+    if (format == "json") throw CLI::ValidationError("--format", "json prints one stage's stream; give --stage-id");
     std::cout << ds::pipe::format_timeline(kind, options.micro_batches, options.stages);
     return;
   }
@@ -70,5 +70,13 @@ void add_schedule_command(CLI::App& app) {
   command->add_option("--format", options->format, "json or text (default: json with --stage-id, text without)")
       ->check(CLI::IsMember({"json", "text"}));
 
-  command->callback([options, stage_id] { print_schedule(*options, stage_id->count() > 0); });
+  // A shape the schedules refuse (a stage id past the last stage) is a usage error here: report it
+  // the way CLI11 reports the others, with its message and exit code.
+  command->callback([options, stage_id] {
+    try {
+      print_schedule(*options, stage_id->count() > 0);
+    } catch (const ds::Error& error) {
+      throw CLI::ValidationError(error.what());
+    }
+  });
 }

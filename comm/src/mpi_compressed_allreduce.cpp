@@ -9,6 +9,7 @@
 //   result:  chunk j = t_j · sign(c_j), trimmed to the buffer's length
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "dstrain/comm/mpi_backend.hpp"
@@ -49,20 +50,33 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
 
   StagedTensor staged_worker_error(worker_error, worker_error.is_cpu());
   StagedTensor staged_server_error(server_error, server_error.is_cpu());
-  // x: the padded buffer. When the buffer itself is a CPU float32 array of the padded length it is
-  // used in place (as DeepSpeed does); otherwise x is a padded copy.
-  StagedTensor staged_buffer(buffer, buffer.is_cpu());
-  at::Tensor x = staged_buffer.tensor().reshape({-1});
-  if (layout.padded != layout.numel) x = at::constant_pad_nd(x, {0, layout.padded - layout.numel});
-  float* values = x.data_ptr<float>();
-
   const int world = world_size_;
   const int chunk_bytes = mpi_count(layout.chunk_bytes(), "compressed_allreduce chunk");
-  std::vector<uint8_t> packed(layout.padded / 8), received(layout.padded / 8);
+  // x is the padded buffer: the buffer itself when it is a contiguous CPU array of the padded length
+  // (updated in place, as DeepSpeed does), else a padded copy in the scratch.
+  StagedTensor staged_buffer(buffer, buffer.is_cpu());
+  const bool in_place = layout.padded == layout.numel;
+  // Scratch, in order: the padded copy (if any), the server's values, the packed signs sent,
+  // received, and served.
+  const int64_t copy_bytes = in_place ? 0 : layout.padded * 4;
+  const int64_t scratch_bytes = copy_bytes + layout.chunk * 4 + 2 * (layout.padded / 8) + chunk_bytes;
+  if (!compression_scratch_.defined() || compression_scratch_.numel() < scratch_bytes)
+    compression_scratch_ = at::empty({scratch_bytes}, at::kByte);
+  uint8_t* const scratch = compression_scratch_.data_ptr<uint8_t>();
+  float* const values = in_place ? staged_buffer.tensor().data_ptr<float>() : reinterpret_cast<float*>(scratch);
+  float* const compensated = reinterpret_cast<float*>(scratch + copy_bytes);
+  uint8_t* const packed = scratch + copy_bytes + layout.chunk * 4;
+  uint8_t* const received = packed + layout.padded / 8;
+  uint8_t* const server_packed = received + layout.padded / 8;
+  if (!in_place) {
+    std::copy_n(staged_buffer.tensor().data_ptr<float>(), layout.numel, values);
+    std::fill(values + layout.numel, values + layout.padded, 0.0f);
+  }
+
   const float worker_scale = onebit::compress_with_feedback(
-      values, staged_worker_error.tensor().data_ptr<float>(), layout.padded, packed.data());
+      values, staged_worker_error.tensor().data_ptr<float>(), layout.padded, packed);
   std::vector<float> worker_scales(world);
-  check_mpi(MPI_Alltoall(packed.data(), chunk_bytes, MPI_BYTE, received.data(), chunk_bytes, MPI_BYTE, comm_),
+  check_mpi(MPI_Alltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_),
             "MPI_Alltoall");
   check_mpi(MPI_Allgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, comm_), "MPI_Allgather");
 
@@ -70,23 +84,22 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   std::vector<float> weights(world);
   const float inverse_world = static_cast<float>(1.0 / world);
   for (int j = 0; j < world; ++j) weights[j] = worker_scales[j] * inverse_world;
-  std::vector<float> compensated(layout.chunk);
-  onebit::sum_decoded(received.data(), weights.data(), world, layout.chunk, compensated.data());
-  std::vector<uint8_t> server_packed(chunk_bytes);
+  onebit::sum_decoded(received, weights.data(), world, layout.chunk, compensated);
   const float server_scale = onebit::compress_with_feedback(
-      compensated.data(), staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed.data());
+      compensated, staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed);
 
   std::vector<float> server_scales(world);
-  check_mpi(MPI_Allgather(server_packed.data(), chunk_bytes, MPI_BYTE, received.data(), chunk_bytes, MPI_BYTE, comm_),
+  check_mpi(MPI_Allgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_),
             "MPI_Allgather");
   check_mpi(MPI_Allgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, comm_), "MPI_Allgather");
   for (int j = 0; j < world; ++j)
-    onebit::unpack_signs(received.data() + int64_t{j} * chunk_bytes, layout.chunk, server_scales[j],
+    onebit::unpack_signs(received + int64_t{j} * chunk_bytes, layout.chunk, server_scales[j],
                          values + j * layout.chunk);
 
   staged_worker_error.copy_back();
   staged_server_error.copy_back();
-  if (x.data_ptr() != buffer.data_ptr()) buffer.copy_(x.narrow(0, 0, layout.numel).view(buffer.sizes()));
+  if (values != buffer.data_ptr())
+    buffer.copy_(at::from_blob(values, {layout.numel}, at::kFloat).view(buffer.sizes()));
   return buffer;
 }
 

@@ -60,26 +60,27 @@ double sum_of_squares(const float* x, int64_t begin, int64_t end) {
   return total;
 }
 
-// Eight sign bits, x[0] in the most significant bit. The bits are first laid out one per byte
-// (byte k of `spread` holds x[k]'s); the multiplication moves byte k's bit to bit 63 − k, and no two
-// partial products overlap, so the top byte is exactly the packed signs.
-inline uint8_t pack8(const float* x) {
-  uint8_t flags[8];
-  for (int k = 0; k < 8; ++k) flags[k] = sign_bit(x[k]);
-  uint64_t spread;
-  std::memcpy(&spread, flags, 8);
-  return uint8_t((spread * 0x8040201008040201ull) >> 56);
-}
-
-// Packs [begin, end) with begin a multiple of 8.
-void pack_range(const float* x, int64_t begin, int64_t end, uint8_t* packed) {
-  int64_t i = begin;
-  for (; i + 8 <= end; i += 8) packed[i / 8] = pack8(x + i);
-  if (i < end) {
-    float last[8];
-    std::fill(last, last + 8, -1.0f);  // unused positions pack as 0
-    std::copy(x + i, x + end, last);
-    packed[i / 8] = pack8(last);
+// Packs the signs of x[begin, end), begin a multiple of 8, calling visit(i, positive) on each
+// value on the way (the error update rides along). Works in blocks: first one flag byte per value,
+// a loop that vectorizes; then each 8 flags become one byte by a multiplication that moves flag k
+// (byte k of a little-endian word) to bit 63 − k without any two partial products overlapping.
+template <class Visit>
+void pack_range(const float* x, int64_t begin, int64_t end, uint8_t* packed, const Visit& visit) {
+  constexpr int64_t kBlock = 256;
+  uint8_t flags[kBlock];
+  for (int64_t block = begin; block < end; block += kBlock) {
+    const int64_t length = std::min(kBlock, end - block);
+    for (int64_t j = 0; j < length; ++j) {
+      const bool positive = sign_bit(x[block + j]);
+      flags[j] = positive;
+      visit(block + j, positive);
+    }
+    std::fill(flags + length, flags + packed_bytes(length) * 8, uint8_t{0});  // a last partial byte
+    for (int64_t j = 0; j < length; j += 8) {
+      uint64_t spread;
+      std::memcpy(&spread, flags + j, 8);
+      packed[(block + j) / 8] = uint8_t((spread * 0x8040201008040201ull) >> 56);
+    }
   }
 }
 
@@ -92,15 +93,11 @@ struct DecodeTable {
   }
 };
 
-// Applies op(out[i], ±weight) over [begin, end) with begin a multiple of 8.
-template <class Op>
-void decode_range(const uint8_t* packed, const DecodeTable& table, int64_t begin, int64_t end, float* out, Op op) {
+// out[i] = ±weight over [begin, end), begin a multiple of 8.
+void decode_range(const uint8_t* packed, const DecodeTable& table, int64_t begin, int64_t end, float* out) {
   int64_t i = begin;
-  for (; i + 8 <= end; i += 8) {
-    const float* values = table.values[packed[i / 8]];
-    for (int k = 0; k < 8; ++k) op(out[i + k], values[k]);
-  }
-  for (int k = 0; i < end; ++i, ++k) op(out[i], table.values[packed[i / 8]][k]);
+  for (; i + 8 <= end; i += 8) std::memcpy(out + i, table.values[packed[i / 8]], 8 * sizeof(float));
+  for (int k = 0; i < end; ++i, ++k) out[i] = table.values[packed[i / 8]][k];
 }
 
 }  // namespace
@@ -122,14 +119,12 @@ Layout checked_layout(int64_t numel, int64_t worker_error_numel, int64_t server_
 }
 
 void pack_signs(const float* x, int64_t n, uint8_t* packed) {
-  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) { pack_range(x, begin, end, packed); });
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) { pack_range(x, begin, end, packed, [](int64_t, bool) {}); });
 }
 
 void unpack_signs(const uint8_t* packed, int64_t n, float scale, float* out) {
   const DecodeTable table(scale);
-  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
-    decode_range(packed, table, begin, end, out, [](float& o, float v) { o = v; });
-  });
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) { decode_range(packed, table, begin, end, out); });
 }
 
 float compress_with_feedback(float* x, float* error, int64_t n, uint8_t* packed) {
@@ -143,19 +138,24 @@ float compress_with_feedback(float* x, float* error, int64_t n, uint8_t* packed)
   for (double p : partial) sum += p;
   const float scale = float(std::sqrt(sum) / std::sqrt(double(n)));
   parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
-    for (int64_t i = begin; i < end; ++i) error[i] = x[i] - (sign_bit(x[i]) ? scale : -scale);
-    pack_range(x, begin, end, packed);
+    pack_range(x, begin, end, packed, [&](int64_t i, bool positive) { error[i] = x[i] - (positive ? scale : -scale); });
   });
   return scale;
 }
 
 void sum_decoded(const uint8_t* packed, const float* weights, int count, int64_t n, float* out) {
   const int64_t stride = packed_bytes(n);
-  std::vector<DecodeTable> tables(weights, weights + count);
+  const std::vector<DecodeTable> tables(weights, weights + count);
+  // One pass over out: the 8 sums of a byte position stay in registers while the chunks are added.
   parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
-    std::fill(out + begin, out + end, 0.0f);
-    for (int j = 0; j < count; ++j)
-      decode_range(packed + j * stride, tables[j], begin, end, out, [](float& o, float v) { o += v; });
+    for (int64_t i = begin; i < end; i += 8) {
+      float sums[8] = {};
+      for (int j = 0; j < count; ++j) {
+        const float* values = tables[j].values[packed[j * stride + i / 8]];
+        for (int k = 0; k < 8; ++k) sums[k] += values[k];
+      }
+      std::copy(sums, sums + std::min<int64_t>(8, end - i), out + i);
+    }
   });
 }
 

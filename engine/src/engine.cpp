@@ -58,12 +58,12 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
 
   const ZeroConfig& zero = config_.zero_optimization();
   zero::GradientReducer::TakenFn on_taken;
-  if (stage == 3) {
-    coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
-    on_taken = [this](size_t i) { coordinator_->gradient_taken(i); };
-  }
+  if (stage == 3) on_taken = [this](size_t i) { coordinator_->gradient_taken(i); };
+  // The reducer first: autograd records each parameter's whole shape when its gradient
+  // accumulator is created, and stage 3 is about to leave the parameters empty.
   reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
                                                      zero.overlap_comm, std::move(on_taken));
+  if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
   optimizer_ = make_shard_optimizer(config_.optimizer(), layout_->shard_numel());
   lr_ = schedule_.lr(0);
 

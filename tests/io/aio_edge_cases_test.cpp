@@ -3,6 +3,11 @@
 // truncate, which bytes go through O_DIRECT, and how failures surface.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -90,6 +95,35 @@ TEST_CASE("the 4096-aligned bulk goes through O_DIRECT and the rest through the 
     REQUIRE(handle.direct_bytes() == 0);
     REQUIRE(bytes_at(aligned, size - 10) == plain_read(path, 10, size - 10));
   }
+}
+
+TEST_CASE("short reads are resubmitted until the piece is complete", "[io]") {
+  // A FIFO holds at most 64 KiB, so one 256 KiB piece must come back in several short reads.
+  TempDir dir;
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const Bytes reference = random_bytes(256 * 1024, 13);
+  pid_t writer = ::fork();
+  REQUIRE(writer >= 0);
+  if (writer == 0) {
+    int fd = ::open(fifo.c_str(), O_WRONLY);
+    size_t done = 0;
+    while (fd >= 0 && done < reference.size()) {
+      ssize_t n = ::write(fd, reference.data() + done, reference.size() - done);
+      if (n <= 0) ::_exit(1);
+      done += static_cast<size_t>(n);
+    }
+    ::_exit(fd >= 0 ? 0 : 1);
+  }
+  LockedBuffers locked;
+  char* buffer = static_cast<char*>(locked.allocate(reference.size()));
+  RawAioHandle handle(AioSettings{1 << 20, 2, false, true, 1});
+  REQUIRE(handle.sync_pread(buffer, static_cast<int64_t>(reference.size()), fifo) == 1);
+  int status = 0;
+  REQUIRE(::waitpid(writer, &status, 0) == writer);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(bytes_at(buffer, static_cast<int64_t>(reference.size())) == reference);
 }
 
 TEST_CASE("zero-byte transfers create and read empty files", "[io]") {

@@ -70,6 +70,26 @@ TEST_CASE("locked buffers are page-aligned, zeroed and counted in VmLck", "[io]"
   REQUIRE(locked_kib() == before);
 }
 
+TEST_CASE("buffers of 2 MiB or more are 2 MiB-aligned and locked whole", "[io]") {
+  const size_t huge_page = size_t{2} << 20;
+  const size_t size = 3 * (size_t{1} << 20) + 5;  // rounds up to two huge pages
+  struct rlimit limit;
+  REQUIRE(::getrlimit(RLIMIT_MEMLOCK, &limit) == 0);
+  const int64_t before = locked_kib();
+  const bool may_lock = has_ipc_lock() || limit.rlim_cur == RLIM_INFINITY ||
+                        static_cast<int64_t>(limit.rlim_cur) >= (before * 1024 + static_cast<int64_t>(2 * huge_page));
+
+  LockedBuffers buffers;
+  char* buffer = static_cast<char*>(buffers.allocate(size));
+  REQUIRE(reinterpret_cast<uintptr_t>(buffer) % huge_page == 0);
+  REQUIRE(buffers.is_locked(buffer) == may_lock);
+  REQUIRE(locked_kib() - before == (may_lock ? static_cast<int64_t>(2 * huge_page / 1024) : 0));
+  buffer[0] = 1;
+  buffer[size - 1] = 2;
+  buffers.release(buffer);
+  REQUIRE(locked_kib() == before);
+}
+
 TEST_CASE("releasing a buffer that is not a locked buffer is an error", "[io]") {
   LockedBuffers buffers;
   LockedBuffers other;

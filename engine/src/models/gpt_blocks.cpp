@@ -54,7 +54,7 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   // buffer, so that casting the model (to bf16, say) never touches it.
   const at::Tensor future = torch::ones({T, T}, x.options().dtype(torch::kBool)).triu(1);
   at::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_size)));
-  att = att.softmax(-1);
+  att = att.masked_fill(future, -std::numeric_limits<double>::infinity()).softmax(-1);
   att = torch::dropout(att, dropout_, is_training());
   const at::Tensor y = att.matmul(v).transpose(1, 2).contiguous().view({B, T, C});
   return torch::dropout(ds::zero::call(c_proj, y), dropout_, is_training());
