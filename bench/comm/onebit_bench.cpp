@@ -104,7 +104,7 @@ int run_allreduce(ds::comm::MpiBackend* world, int64_t elements, int reps, const
 int run_kernels(int64_t n, int reps) {
   namespace onebit = ds::comm::onebit;
   std::vector<float> x(n), error(n), out(n), copy(n);
-  std::vector<uint8_t> packed(onebit::packed_bytes(n) * 4);
+  std::vector<uint8_t> packed(onebit::packed_bytes(n)), served(onebit::packed_bytes(n / 4));
   for (int64_t i = 0; i < n; ++i) x[i] = float((i * 2654435761u) % 1000) / 500.0f - 1.0f;
   const std::vector<float> weights = {0.25f, 0.5f, 0.125f, 1.0f};
 
@@ -127,11 +127,14 @@ int run_kernels(int64_t n, int reps) {
   row("memcpy", memcpy_ms, 2 * f);
   row("pack_signs", time([&] { onebit::pack_signs(x.data(), n, packed.data()); }), f + b);
   row("unpack_signs", time([&] { onebit::unpack_signs(packed.data(), n, 0.5f, out.data()); }), b + f);
-  // x += error, norm; then error = x ∓ s, pack: reads x, error, x; writes x, error, signs.
+  // Pass 1 reads x and error; pass 2 reads them again and writes error and the signs.
   row("compress_with_feedback", time([&] { onebit::compress_with_feedback(x.data(), error.data(), n, packed.data()); }),
       5 * f + b);
-  row("sum_decoded (4 chunks)",
-      time([&] { onebit::sum_decoded(packed.data(), weights.data(), 4, n / 4, out.data()); }), b + f / 4);
+  // The server of 4 ranks: reads 4 chunks of n/4 signs and its error twice, writes error and signs.
+  row("compress_sum_with_feedback (4 chunks)", time([&] {
+        onebit::compress_sum_with_feedback(packed.data(), weights.data(), 4, error.data(), n / 4, served.data());
+      }),
+      2 * b + 3 * f / 4 + b / 4);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <sstream>
 #include <utility>
 
 #include "dstrain/comm/distributed.hpp"

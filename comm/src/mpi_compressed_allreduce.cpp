@@ -56,16 +56,14 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   // (updated in place, as DeepSpeed does), else a padded copy in the scratch.
   StagedTensor staged_buffer(buffer, buffer.is_cpu());
   const bool in_place = layout.padded == layout.numel;
-  // Scratch, in order: the padded copy (if any), the server's values, the packed signs sent,
-  // received, and served.
+  // Scratch, in order: the padded copy (if any), the packed signs sent, received, and served.
   const int64_t copy_bytes = in_place ? 0 : layout.padded * 4;
-  const int64_t scratch_bytes = copy_bytes + layout.chunk * 4 + 2 * (layout.padded / 8) + chunk_bytes;
+  const int64_t scratch_bytes = copy_bytes + 2 * (layout.padded / 8) + chunk_bytes;
   if (!compression_scratch_.defined() || compression_scratch_.numel() < scratch_bytes)
     compression_scratch_ = at::empty({scratch_bytes}, at::kByte);
   uint8_t* const scratch = compression_scratch_.data_ptr<uint8_t>();
   float* const values = in_place ? staged_buffer.tensor().data_ptr<float>() : reinterpret_cast<float*>(scratch);
-  float* const compensated = reinterpret_cast<float*>(scratch + copy_bytes);
-  uint8_t* const packed = scratch + copy_bytes + layout.chunk * 4;
+  uint8_t* const packed = scratch + copy_bytes;
   uint8_t* const received = packed + layout.padded / 8;
   uint8_t* const server_packed = received + layout.padded / 8;
   if (!in_place) {
@@ -84,9 +82,8 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   std::vector<float> weights(world);
   const float inverse_world = static_cast<float>(1.0 / world);
   for (int j = 0; j < world; ++j) weights[j] = worker_scales[j] * inverse_world;
-  onebit::sum_decoded(received, weights.data(), world, layout.chunk, compensated);
-  const float server_scale = onebit::compress_with_feedback(
-      compensated, staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed);
+  const float server_scale = onebit::compress_sum_with_feedback(
+      received, weights.data(), world, staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed);
 
   std::vector<float> server_scales(world);
   check_mpi(MPI_Allgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_),

@@ -15,12 +15,14 @@ namespace {
 
 // Below this many elements per thread, starting a thread costs more than it saves.
 constexpr int64_t kMinPerThread = int64_t{1} << 18;
+// Values are produced, squared, and packed a block at a time in a buffer that stays in L1.
+constexpr int64_t kBlock = 256;
 
 // The cores this process may use: ranks sharing a node (mpirun's local size) share its cores, and a
 // rank that oversubscribes them slows down the ranks it then waits for.
 int64_t threads_available() {
-  static const int64_t threads =
-      std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / std::max(1, rank_env_from_environment().local_size));
+  static const int64_t threads = std::max<int64_t>(
+      1, int64_t(std::thread::hardware_concurrency()) / std::max(1, rank_env_from_environment().local_size));
   return threads;
 }
 
@@ -47,40 +49,32 @@ void parallel_ranges(int64_t n, const Body& body) {
 
 inline bool sign_bit(float x) { return !(x < 0.0f); }
 
-// Sum of squares in double with independent accumulators, so the loop vectorizes without
-// reassociation flags.
-double sum_of_squares(const float* x, int64_t begin, int64_t end) {
-  double acc[8] = {};
-  int64_t i = begin;
-  for (; i + 8 <= end; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += double(x[i + k]) * double(x[i + k]);
-  for (; i < end; ++i) acc[0] += double(x[i]) * double(x[i]);
+// Sum of squares of one block: in float over 8 independent accumulators (at most 32 terms each, so
+// the loop vectorizes without reassociation flags and stays accurate), returned as double so that
+// blocks and threads add up in double.
+double sum_of_squares(const float* v, int64_t length) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= length; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += v[i + k] * v[i + k];
+  for (; i < length; ++i) acc[0] += v[i] * v[i];
   double total = 0;
-  for (double a : acc) total += a;
+  for (float a : acc) total += a;
   return total;
 }
 
-// Packs the signs of x[begin, end), begin a multiple of 8, calling visit(i, positive) on each
-// value on the way (the error update rides along). Works in blocks: first one flag byte per value,
-// a loop that vectorizes; then each 8 flags become one byte by a multiplication that moves flag k
-// (byte k of a little-endian word) to bit 63 − k without any two partial products overlapping.
-template <class Visit>
-void pack_range(const float* x, int64_t begin, int64_t end, uint8_t* packed, const Visit& visit) {
-  constexpr int64_t kBlock = 256;
+// Packs the signs of v[0, length), length <= kBlock, into packed[0, packed_bytes(length)). First one
+// flag byte per value, a loop that vectorizes; then each 8 flags become one byte by a multiplication
+// that moves flag k (byte k of a little-endian word) to bit 63 − k, no two partial products
+// overlapping.
+void pack_block(const float* v, int64_t length, uint8_t* packed) {
   uint8_t flags[kBlock];
-  for (int64_t block = begin; block < end; block += kBlock) {
-    const int64_t length = std::min(kBlock, end - block);
-    for (int64_t j = 0; j < length; ++j) {
-      const bool positive = sign_bit(x[block + j]);
-      flags[j] = positive;
-      visit(block + j, positive);
-    }
-    std::fill(flags + length, flags + packed_bytes(length) * 8, uint8_t{0});  // a last partial byte
-    for (int64_t j = 0; j < length; j += 8) {
-      uint64_t spread;
-      std::memcpy(&spread, flags + j, 8);
-      packed[(block + j) / 8] = uint8_t((spread * 0x8040201008040201ull) >> 56);
-    }
+  for (int64_t j = 0; j < length; ++j) flags[j] = sign_bit(v[j]);
+  std::fill(flags + length, flags + packed_bytes(length) * 8, uint8_t{0});  // a last partial byte
+  for (int64_t j = 0; j < length; j += 8) {
+    uint64_t spread;
+    std::memcpy(&spread, flags + j, 8);
+    packed[j / 8] = uint8_t((spread * 0x8040201008040201ull) >> 56);
   }
 }
 
@@ -93,11 +87,34 @@ struct DecodeTable {
   }
 };
 
-// out[i] = ±weight over [begin, end), begin a multiple of 8.
-void decode_range(const uint8_t* packed, const DecodeTable& table, int64_t begin, int64_t end, float* out) {
-  int64_t i = begin;
-  for (; i + 8 <= end; i += 8) std::memcpy(out + i, table.values[packed[i / 8]], 8 * sizeof(float));
-  for (int k = 0; i < end; ++i, ++k) out[i] = table.values[packed[i / 8]][k];
+// The step worker and server share, over values produced a block at a time by
+// fill(begin, length, v): v = value + error. The scale needs every value, so the values are made
+// twice (pass 1: sum of squares; pass 2: error and signs) rather than stored.
+template <class Fill>
+float compress_values(const Fill& fill, float* error, int64_t n, uint8_t* packed) {
+  if (n == 0) return 0.0f;
+  std::vector<double> partial(threads_available(), 0.0);
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t t) {
+    float v[kBlock];
+    for (int64_t block = begin; block < end; block += kBlock) {
+      const int64_t length = std::min(kBlock, end - block);
+      fill(block, length, v);
+      partial[t] += sum_of_squares(v, length);
+    }
+  });
+  double sum = 0;
+  for (double p : partial) sum += p;
+  const float scale = float(std::sqrt(sum) / std::sqrt(double(n)));
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
+    float v[kBlock];
+    for (int64_t block = begin; block < end; block += kBlock) {
+      const int64_t length = std::min(kBlock, end - block);
+      fill(block, length, v);
+      for (int64_t j = 0; j < length; ++j) error[block + j] = v[j] - (sign_bit(v[j]) ? scale : -scale);
+      pack_block(v, length, packed + block / 8);
+    }
+  });
+  return scale;
 }
 
 }  // namespace
@@ -113,50 +130,54 @@ Layout checked_layout(int64_t numel, int64_t worker_error_numel, int64_t server_
   const Layout layout = layout_for(numel, world);
   if (worker_error_numel != layout.padded || server_error_numel != layout.chunk)
     throw Error(log::concat("compressed allreduce of ", numel, " values over ", world, " ranks needs worker_error of ",
-                            layout.padded, " and server_error of ", layout.chunk, " values (the buffer padded to a multiple of ",
-                            8 * world, ", and that / world), got ", worker_error_numel, " and ", server_error_numel));
+                            layout.padded, " and server_error of ", layout.chunk,
+                            " values (the buffer padded to a multiple of ", 8 * world, ", and that / world), got ",
+                            worker_error_numel, " and ", server_error_numel));
   return layout;
 }
 
 void pack_signs(const float* x, int64_t n, uint8_t* packed) {
-  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) { pack_range(x, begin, end, packed, [](int64_t, bool) {}); });
+  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
+    for (int64_t block = begin; block < end; block += kBlock)
+      pack_block(x + block, std::min(kBlock, end - block), packed + block / 8);
+  });
 }
 
 void unpack_signs(const uint8_t* packed, int64_t n, float scale, float* out) {
   const DecodeTable table(scale);
-  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) { decode_range(packed, table, begin, end, out); });
-}
-
-float compress_with_feedback(float* x, float* error, int64_t n, uint8_t* packed) {
-  if (n == 0) return 0.0f;
-  std::vector<double> partial(threads_available(), 0.0);
-  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t t) {
-    for (int64_t i = begin; i < end; ++i) x[i] += error[i];
-    partial[t] = sum_of_squares(x, begin, end);
-  });
-  double sum = 0;
-  for (double p : partial) sum += p;
-  const float scale = float(std::sqrt(sum) / std::sqrt(double(n)));
   parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
-    pack_range(x, begin, end, packed, [&](int64_t i, bool positive) { error[i] = x[i] - (positive ? scale : -scale); });
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) std::memcpy(out + i, table.values[packed[i / 8]], 8 * sizeof(float));
+    for (int k = 0; i < end; ++i, ++k) out[i] = table.values[packed[i / 8]][k];
   });
-  return scale;
 }
 
-void sum_decoded(const uint8_t* packed, const float* weights, int count, int64_t n, float* out) {
+float compress_with_feedback(const float* x, float* error, int64_t n, uint8_t* packed) {
+  return compress_values(
+      [&](int64_t begin, int64_t length, float* v) {
+        for (int64_t j = 0; j < length; ++j) v[j] = x[begin + j] + error[begin + j];
+      },
+      error, n, packed);
+}
+
+float compress_sum_with_feedback(const uint8_t* chunks, const float* weights, int count, float* error, int64_t n,
+                                 uint8_t* packed) {
   const int64_t stride = packed_bytes(n);
   const std::vector<DecodeTable> tables(weights, weights + count);
-  // One pass over out: the 8 sums of a byte position stay in registers while the chunks are added.
-  parallel_ranges(n, [&](int64_t begin, int64_t end, int64_t) {
-    for (int64_t i = begin; i < end; i += 8) {
-      float sums[8] = {};
-      for (int j = 0; j < count; ++j) {
-        const float* values = tables[j].values[packed[j * stride + i / 8]];
-        for (int k = 0; k < 8; ++k) sums[k] += values[k];
-      }
-      std::copy(sums, sums + std::min<int64_t>(8, end - i), out + i);
-    }
-  });
+  return compress_values(
+      [&](int64_t begin, int64_t length, float* v) {
+        for (int64_t q = 0; q < packed_bytes(length); ++q) {
+          // The 8 sums of one byte position stay in registers while the chunks are added.
+          float sums[8] = {};
+          for (int j = 0; j < count; ++j) {
+            const float* values = tables[j].values[chunks[j * stride + begin / 8 + q]];
+            for (int k = 0; k < 8; ++k) sums[k] += values[k];
+          }
+          std::memcpy(v + 8 * q, sums, sizeof(sums));
+        }
+        for (int64_t j = 0; j < length; ++j) v[j] += error[begin + j];
+      },
+      error, n, packed);
 }
 
 }  // namespace ds::comm::onebit

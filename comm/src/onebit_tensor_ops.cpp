@@ -25,12 +25,11 @@ at::Tensor unpack_signs(const at::Tensor& packed, const at::Tensor& scales) {
 }
 
 std::pair<at::Tensor, at::Tensor> compress_with_feedback(const at::Tensor& x, const at::Tensor& error) {
-  x.add_(error);
+  const at::Tensor v = x + error;
   const at::Tensor scale =
-      (at::linalg_vector_norm(x, 2, c10::nullopt, false, at::kDouble) / std::sqrt(double(x.numel()))).to(at::kFloat);
-  const at::Tensor signs = positive_signs(x);
-  error.copy_(x - at::where(signs, scale, -scale));
-  return {scale.view({1}), pack_signs(x)};
+      (at::linalg_vector_norm(v, 2, c10::nullopt, false, at::kDouble) / std::sqrt(double(v.numel()))).to(at::kFloat);
+  error.copy_(v - at::where(positive_signs(v), scale, -scale));
+  return {scale.view({1}), pack_signs(v)};
 }
 
 }  // namespace ds::comm::onebit

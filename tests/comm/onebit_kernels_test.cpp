@@ -29,6 +29,22 @@ bool bit_of(const std::vector<uint8_t>& packed, int64_t i) { return (packed[i / 
 // Lengths around byte boundaries, and one large enough to be split across threads.
 const std::vector<int64_t> kLengths = {0, 1, 7, 8, 9, 15, 17, 63, 1001, (int64_t{1} << 20) + 3};
 
+// What a compression step must do to values v (already including the error): the scale from a
+// plain double sum, then the error and the signs one value at a time.
+void check_compression(const std::vector<float>& v, float scale, const std::vector<float>& error,
+                       const std::vector<uint8_t>& packed) {
+  const int64_t n = v.size();
+  double sum = 0;
+  for (float value : v) sum += double(value) * double(value);
+  REQUIRE(scale == Approx(std::sqrt(sum) / std::sqrt(double(n))).epsilon(1e-6));
+  for (int64_t i = 0; i < n; ++i) {
+    const float sign = positive_sign(v[i]) ? 1.0f : -1.0f;
+    if (error[i] != v[i] - scale * sign || bit_of(packed, i) != positive_sign(v[i]))
+      FAIL("element " << i << ": error " << error[i] << ", expected " << v[i] - scale * sign);
+  }
+  for (int64_t i = n; i < onebit::packed_bytes(n) * 8; ++i) REQUIRE_FALSE(bit_of(packed, i));
+}
+
 }  // namespace
 
 TEST_CASE("pack_signs puts the first value in the most significant bit, sign(0) = +1") {
@@ -58,48 +74,49 @@ TEST_CASE("pack then unpack gives ±scale by sign at every length") {
   }
 }
 
-TEST_CASE("compress_with_feedback adds the error, scales, updates the error, packs the signs") {
+TEST_CASE("compress_with_feedback compresses x + error and leaves the rest in error") {
   for (int64_t n : kLengths) {
     if (n == 0) continue;
     CAPTURE(n);
-    const auto input = seeded_values(n + 1, n);
+    const auto x = seeded_values(n + 1, n);
     const auto error_in = seeded_values(n + 2, n);
-    std::vector<float> x = input, error = error_in;
+    std::vector<float> error = error_in;
     std::vector<uint8_t> packed(onebit::packed_bytes(n));
     const float scale = onebit::compress_with_feedback(x.data(), error.data(), n, packed.data());
-
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += double(input[i] + error_in[i]) * double(input[i] + error_in[i]);
-    REQUIRE(scale == Approx(std::sqrt(sum) / std::sqrt(double(n))).epsilon(1e-6));
-    for (int64_t i = 0; i < n; ++i) {
-      const float compensated = input[i] + error_in[i];
-      const float sign = positive_sign(compensated) ? 1.0f : -1.0f;
-      if (x[i] != compensated || error[i] != compensated - scale * sign || bit_of(packed, i) != positive_sign(compensated))
-        FAIL("element " << i << ": x " << x[i] << " error " << error[i] << " expected " << compensated << ", "
-                        << compensated - scale * sign);
-    }
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = x[i] + error_in[i];
+    check_compression(v, scale, error, packed);
   }
+  std::vector<float> nothing;
+  CHECK(onebit::compress_with_feedback(nothing.data(), nothing.data(), 0, nullptr) == 0.0f);
 }
 
-TEST_CASE("sum_decoded adds ±weight of every chunk, in chunk order") {
+TEST_CASE("compress_sum_with_feedback compresses the weighted sum of the chunks' signs plus error") {
   for (int64_t n : kLengths) {
+    if (n == 0) continue;
     CAPTURE(n);
     const int count = 3;
     const int64_t stride = onebit::packed_bytes(n);
-    std::vector<uint8_t> packed(count * stride);
-    std::vector<std::vector<float>> chunks;
+    std::vector<uint8_t> chunks(count * stride);
+    std::vector<std::vector<float>> sources;
     for (int j = 0; j < count; ++j) {
-      chunks.push_back(seeded_values(100 * n + j, n));
-      onebit::pack_signs(chunks[j].data(), n, packed.data() + j * stride);
+      sources.push_back(seeded_values(100 * n + j, n));
+      onebit::pack_signs(sources[j].data(), n, chunks.data() + j * stride);
     }
     const std::vector<float> weights = {0.5f, 0.125f, 3.0f};
-    std::vector<float> out(n, 42.0f);
-    onebit::sum_decoded(packed.data(), weights.data(), count, n, out.data());
+    const auto error_in = seeded_values(n + 3, n);
+    std::vector<float> error = error_in;
+    std::vector<uint8_t> packed(onebit::packed_bytes(n));
+    const float scale =
+        onebit::compress_sum_with_feedback(chunks.data(), weights.data(), count, error.data(), n, packed.data());
+
+    std::vector<float> v(n);
     for (int64_t i = 0; i < n; ++i) {
-      float expected = 0.0f;
-      for (int j = 0; j < count; ++j) expected += positive_sign(chunks[j][i]) ? weights[j] : -weights[j];
-      if (out[i] != expected) FAIL("element " << i << ": " << out[i] << " != " << expected);
+      float sum = 0.0f;
+      for (int j = 0; j < count; ++j) sum += positive_sign(sources[j][i]) ? weights[j] : -weights[j];
+      v[i] = sum + error_in[i];
     }
+    check_compression(v, scale, error, packed);
   }
 }
 

@@ -37,14 +37,14 @@ TEST_CASE("tensor pack_signs and unpack_signs agree with the kernels", "[comm]")
 TEST_CASE("tensor compress_with_feedback agrees with the kernel", "[comm]") {
   const int64_t n = 8 * 12345;
   const at::Tensor x = seeded_tensor(1, n), error = seeded_tensor(2, n);
-  const at::Tensor kernel_x = x.clone(), kernel_error = error.clone();
+  const at::Tensor original_x = x.clone(), kernel_error = error.clone();
   std::vector<uint8_t> kernel_packed(n / 8);
   const float kernel_scale =
-      onebit::compress_with_feedback(kernel_x.data_ptr<float>(), kernel_error.data_ptr<float>(), n, kernel_packed.data());
+      onebit::compress_with_feedback(x.data_ptr<float>(), kernel_error.data_ptr<float>(), n, kernel_packed.data());
 
   auto [scale, packed] = onebit::compress_with_feedback(x, error);
   CHECK(scale.item<float>() == Approx(kernel_scale).epsilon(1e-7));
-  CHECK(at::equal(x, kernel_x));
+  CHECK(at::equal(x, original_x));
   CHECK(at::allclose(error, kernel_error, 0, 1e-7));
   CHECK(std::equal(kernel_packed.begin(), kernel_packed.end(), packed.data_ptr<uint8_t>()));
 }

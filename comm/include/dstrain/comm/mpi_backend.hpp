@@ -68,7 +68,7 @@ class MpiBackend final : public Backend {
   // Sum, Max, Min on bfloat16 and on float16: MPI has no 16-bit floating types of its own.
   std::array<MPI_Op, 3> bfloat16_ops_;
   std::array<MPI_Op, 3> float16_ops_;
-  // compressed_allreduce's packed signs and server values, kept between calls: fresh allocations
+  // compressed_allreduce's padded copy and packed signs, kept between calls: fresh allocations
   // of this size come from mmap and would page-fault on every call.
   at::Tensor compression_scratch_;
 };

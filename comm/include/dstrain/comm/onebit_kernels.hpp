@@ -30,13 +30,15 @@ void pack_signs(const float* x, int64_t n, uint8_t* packed);
 // out[i] = +scale where value i's bit is set, -scale where it is not.
 void unpack_signs(const uint8_t* packed, int64_t n, float scale, float* out);
 
-// The step that worker and server share. x += error; scale = ‖x‖₂/√n (accumulated in double);
-// error = x − scale·sign(x); packed = the signs of x. Returns scale (0 for n == 0). x keeps the
-// compensated values.
-float compress_with_feedback(float* x, float* error, int64_t n, uint8_t* packed);
+// The worker's step. v = x + error; scale = ‖v‖₂/√n (squares summed in float within blocks of 256
+// values, in double across blocks); error = v − scale·sign(v); packed = the signs of v.
+// Returns scale (0 for n == 0).
+float compress_with_feedback(const float* x, float* error, int64_t n, uint8_t* packed);
 
-// The server's average of the workers' chunks: out[i] = Σ_j ±weights[j], j = 0 .. count−1 in order,
-// where chunk j is packed[j * packed_bytes(n) ...] and contributes +weights[j] where its bit is set.
-void sum_decoded(const uint8_t* packed, const float* weights, int count, int64_t n, float* out);
+// The server's step, the same on v[i] = Σ_j ±weights[j] + error[i]: the sum over the count chunks
+// of packed signs, chunk j at chunks[j * packed_bytes(n) ...] contributing +weights[j] where its bit
+// is set, added in chunk order. The averaged values are made on the fly, never stored.
+float compress_sum_with_feedback(const uint8_t* chunks, const float* weights, int count, float* error, int64_t n,
+                                 uint8_t* packed);
 
 }  // namespace ds::comm::onebit

@@ -11,8 +11,8 @@ namespace ds::comm::onebit {
 at::Tensor pack_signs(const at::Tensor& x);
 // packed: uint8 [rows, bytes]; scales: float32 [rows] → float32 [rows, 8 * bytes] of ±scales[row].
 at::Tensor unpack_signs(const at::Tensor& packed, const at::Tensor& scales);
-// x += error; scale = ‖x‖₂/√n; error = x − scale·sign(x). Returns {scale (a 1-element float32
-// tensor on x's device), packed signs of x}. x and error are float32 of the same length, updated in place.
+// v = x + error; scale = ‖v‖₂/√n; error = v − scale·sign(v) (in place). Returns {scale (a
+// 1-element float32 tensor on x's device), the packed signs of v}. x and error: float32, same length.
 std::pair<at::Tensor, at::Tensor> compress_with_feedback(const at::Tensor& x, const at::Tensor& error);
 
 }  // namespace ds::comm::onebit
