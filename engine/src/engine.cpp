@@ -101,13 +101,24 @@ EngineCore::ForwardScope::ForwardScope(EngineCore& engine)
 EngineCore::ForwardScope::~ForwardScope() = default;
 
 void EngineCore::backward(const at::Tensor& loss) {
-  ScopedTimer timer(config_.training().wall_clock_breakdown ? &timers_ : nullptr, "backward");
-  reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
   double scale = 1.0 / gradient_accumulation_steps();
   if (config_.fp16().enabled) scale *= scaler_.scale();
-  (loss * scale).backward();
+  backward({loss * scale}, {});
+}
+
+void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients) {
+  ScopedTimer timer(config_.training().wall_clock_breakdown ? &timers_ : nullptr, "backward");
+  reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
+  torch::autograd::backward(outputs, gradients);
   if (reducer_->reducing()) reducer_->finish_backward();
   if (coordinator_) coordinator_->release_all();
+}
+
+at::Tensor EngineCore::reduced_gradient(const at::Tensor& param) {
+  if (layout_->partitions() != 1) throw Error("reduced_gradient needs whole gradients (ZeRO stage 0)").with_key("zero_optimization.stage");
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].is_same(param)) return layout_->chunk_view(i, reducer_->grad_shard()).view(shapes_[i]);
+  throw Error("reduced_gradient: not a parameter of this engine");
 }
 
 bool EngineCore::any_overflow(const at::Tensor& grads) {

@@ -56,6 +56,12 @@ class EngineCore {
   EngineCore& operator=(const EngineCore&) = delete;
 
   void backward(const at::Tensor& loss);
+  // Backward from explicit output gradients, not scaled (a pipeline stage that received them).
+  void backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients);
+  // After a reducing backward: the reduced (data-parallel averaged) gradient of `param`, shaped like
+  // it and writable, e.g. to sum a tied weight's gradient across pipeline stages. Whole parameters
+  // only: ZeRO stage 0 (ds::Error otherwise).
+  at::Tensor reduced_gradient(const at::Tensor& param);
   // Counts a micro-step; at the accumulation boundary updates the model.
   void step();
   bool is_gradient_accumulation_boundary() const;
