@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/onebit_adam.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 
@@ -64,7 +65,9 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
                                                      zero.overlap_comm, std::move(on_taken));
   if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
-  optimizer_ = make_shard_optimizer(config_.optimizer(), layout_->shard_numel());
+  optimizer_ = config_.optimizer().type == OptimizerType::OneBitAdam
+                   ? std::make_unique<OneBitAdamShardOptimizer>(config_.optimizer(), layout_->shard_numel(), *group_)
+                   : make_shard_optimizer(config_.optimizer(), layout_->shard_numel());
   lr_ = schedule_.lr(0);
 
   log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
@@ -109,6 +112,9 @@ void EngineCore::backward(const at::Tensor& loss) {
 void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients) {
   ScopedTimer timer(config_.training().wall_clock_breakdown ? &timers_ : nullptr, "backward");
   reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
+  // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
+  // gradients as they are: the full allreduce is the traffic it exists to save.
+  reducer_->set_local_only(!optimizer_->needs_reduced_gradients(optimizer_steps_ + 1));
   torch::autograd::backward(outputs, gradients);
   if (reducer_->reducing()) reducer_->finish_backward();
   if (coordinator_) coordinator_->release_all();
@@ -129,7 +135,8 @@ bool EngineCore::any_overflow(const at::Tensor& grads) {
 
 double EngineCore::global_grad_norm(const at::Tensor& grads) {
   at::Tensor sum_sq = grads.pow(2).sum().to(at::kDouble).reshape({1});
-  // Under partitioning each rank holds a different shard; unpartitioned, all hold the same.
+  // Under partitioning each rank holds a different shard; unpartitioned, all hold the same, or,
+  // when the gradients were left local (OneBitAdam), each clips its own, as DeepSpeed does.
   if (layout_->partitions() > 1) group_->all_reduce(sum_sq, comm::ReduceOp::Sum);
   return std::sqrt(sum_sq.item<double>());
 }
@@ -198,6 +205,7 @@ ModelStateBytes EngineCore::model_state_bytes() const {
   for (const at::Tensor& param : params_)
     if (param.grad().defined()) bytes.gradients += param.grad().nbytes();
   for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
+  for (auto& [name, state] : optimizer_->local_state()) bytes.optimizer += state.nbytes();
   return bytes;
 }
 

@@ -11,6 +11,7 @@
 #include "dstrain/comm/mpi_backend.hpp"
 
 #include "dstrain/io/aio_handle.hpp"
+#include "dstrain/io/swap_folder.hpp"
 
 #include "dstrain/pipe/schedule.hpp"
 

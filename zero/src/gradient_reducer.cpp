@@ -95,7 +95,19 @@ void GradientReducer::pack(size_t i, const at::Tensor& grad) {
     layout_.copy_chunk(i, grad, part, bucket.buffer.narrow(0, part * width + offset, slot.chunk));
 }
 
+void GradientReducer::set_local_only(bool local_only) {
+  if (local_only && layout_.partitions() != 1)
+    throw Error("GradientReducer: local-only gradients need one partition (ZeRO stage 0), this layout has " +
+                std::to_string(layout_.partitions()));
+  local_only_ = local_only;
+}
+
 void GradientReducer::launch(Bucket& bucket) {
+  if (local_only_) {
+    bucket.result = bucket.buffer;
+    complete(bucket);
+    return;
+  }
   if (layout_.partitions() == 1) {
     bucket.result = bucket.buffer;
     bucket.work = group_.all_reduce_async(bucket.buffer, comm::ReduceOp::Avg);
@@ -107,7 +119,7 @@ void GradientReducer::launch(Bucket& bucket) {
 }
 
 void GradientReducer::complete(Bucket& bucket) {
-  bucket.work->wait();
+  if (bucket.work) bucket.work->wait();
   grad_shard_.narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
   bucket.work.reset();
   bucket.buffer = at::Tensor();

@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +24,13 @@ class ShardOptimizer {
   virtual void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) = 0;
   // Named state tensors, each shaped like the shard.
   virtual std::vector<std::pair<std::string, at::Tensor>> state() = 0;
+  // Named state that is this rank's own and not shard-shaped (OneBitAdam's compression errors): each
+  // starts at zero, checkpoints keep it per rank and restore it only into the same world size.
+  virtual std::vector<std::pair<std::string, at::Tensor>> local_state() { return {}; }
+  // Whether step `step` (counting from 1) needs the gradients averaged across the data-parallel
+  // group. An optimizer that communicates itself (OneBitAdam after freeze_step) says no, and the
+  // engine then hands it this rank's own gradients, sparing the full allreduce.
+  virtual bool needs_reduced_gradients(int64_t /*step*/) const { return true; }
 };
 
 // Adam, AdamW or SGD from the config; OneBitAdam is built by the engine (it needs the group).

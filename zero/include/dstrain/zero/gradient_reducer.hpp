@@ -7,6 +7,8 @@
 //   one partition (ZeRO 0):   all-reduce (average), every rank keeps every gradient;
 //   N partitions (ZeRO 1-3):  reduce-scatter (average), each rank keeps its shard's gradients.
 // The result is added into grad_shard() (fp32, ShardLayout-shaped), so micro-steps accumulate.
+// In local-only mode (one partition only) buckets skip the collective and grad_shard() receives this
+// rank's own gradients: for an optimizer that exchanges its state itself (OneBitAdam).
 // Between reductions (gradient accumulation under ZeRO 0 and 1) autograd keeps accumulating into
 // param.grad() as usual; a reduction takes param.grad() and frees it.
 #pragma once
@@ -45,6 +47,10 @@ class GradientReducer {
   // Whether the coming backward reduces (true) or only accumulates into param.grad() (false).
   void set_reducing(bool reducing) { reducing_ = reducing; }
   bool reducing() const { return reducing_; }
+  // Whether a reducing backward takes this rank's own gradients without averaging them across the
+  // group (one partition only: a partitioned shard needs the other ranks' gradients).
+  void set_local_only(bool local_only);
+  bool local_only() const { return local_only_; }
 
   // After a reducing backward: reduces what no hook delivered (unused parameters count as zero
   // gradients), waits for every reduction and adds the results into grad_shard().
@@ -79,6 +85,7 @@ class GradientReducer {
   bool overlap_;
   TakenFn on_taken_;
   bool reducing_ = true;
+  bool local_only_ = false;
   at::Tensor grad_shard_;
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;         // buckets before it are launched in this backward
