@@ -1,7 +1,10 @@
 // dstrain: the trainer. `mpirun -np N dstrain --config X.json` trains; subcommands inspect.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+
 #include "dstrain/comm/distributed.hpp"
+#include "model_commands.hpp"
 #include "schedule_command.hpp"
 #include "train_command.hpp"
 
@@ -11,7 +14,17 @@ int main(int argc, char** argv) {
   ds::app::TrainOptions train;
   ds::app::add_train_options(app, train);
   add_schedule_command(app);
-  CLI11_PARSE(app, argc, argv);
+  ds::app::add_estimate_command(app);
+  ds::app::add_export_command(app);
+  // Subcommands run inside parse(); their errors end the command with the message.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dstrain: %s\n", e.what());
+    return 1;
+  }
   if (!app.get_subcommands().empty()) return 0;
   const int code = ds::comm::run_or_abort([&] { return ds::app::run_training(train); });
   ds::comm::finalize();

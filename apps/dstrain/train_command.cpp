@@ -1,12 +1,8 @@
 #include "train_command.hpp"
 
-#include <sys/resource.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
@@ -16,6 +12,8 @@
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "pipeline_train.hpp"
+#include "train_report.hpp"
 
 namespace ds::app {
 namespace {
@@ -36,21 +34,6 @@ void apply_override(nlohmann::json& json, const std::string& assignment) {
   }
   *node = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (node->is_discarded()) *node = text;
-}
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;
-}
-
-void progress_bar(int64_t step, int64_t total, double loss) {
-  const int width = 30;
-  const int filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
-  std::printf("\r[%.*s%*s] %lld/%lld loss %.4f", filled, "##############################", width - filled, "",
-              static_cast<long long>(step), static_cast<long long>(total), loss);
-  if (step == total) std::printf("\n");
-  std::fflush(stdout);
 }
 
 }  // namespace
@@ -74,6 +57,7 @@ int run_training(const TrainOptions& options) {
   Config config = Config::from_json(json);
 
   auto world = comm::init_distributed("mpi");
+  if (config.pipeline().stages.value_or(1) > 1) return run_pipeline_training(config, options, world);
   const nlohmann::json& block = config.dstrain_block();
   const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
   torch::manual_seed(config.training().seed);
@@ -88,13 +72,7 @@ int run_training(const TrainOptions& options) {
   const int world_size = world->world_size();
   const int gas = engine->gradient_accumulation_steps();
   const int micro = engine->train_micro_batch_size_per_gpu();
-  const int print_every = std::max(1, config.training().steps_per_print);
-  std::ofstream metrics;
-  if (rank == 0 && !options.metrics_path.empty()) {
-    metrics.open(options.metrics_path, std::ios::app);
-    if (!metrics) throw Error("cannot open metrics file").with_path(options.metrics_path).with_errno(errno);
-  }
-  const bool interactive = rank == 0 && ::isatty(STDOUT_FILENO);
+  TrainReport report(rank, options.metrics_path, steps, config.training().steps_per_print, model_config.block_size);
   log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, ",
             model->parameters().size(), " tensors; training ", steps, " steps");
 
@@ -112,37 +90,19 @@ int run_training(const TrainOptions& options) {
     }
     at::Tensor loss = torch::tensor({loss_sum / gas}, torch::kDouble);
     world->all_reduce(loss, comm::ReduceOp::Avg);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double samples_per_sec = engine->train_batch_size() / seconds;
-    const ModelStateBytes bytes = engine->model_state_bytes();
-    const int64_t done = engine->global_steps();
-    nlohmann::json line = {{"step", done},
-                           {"loss", loss.item<double>()},
-                           {"lr", engine->get_lr()},
-                           {"grad_norm", engine->last_grad_norm()},
-                           {"samples_per_sec", samples_per_sec},
-                           {"tokens_per_sec", samples_per_sec * model_config.block_size},
-                           {"peak_rss_mb", peak_rss_mb()},
-                           {"param_bytes", bytes.parameters},
-                           {"grad_bytes", bytes.gradients},
-                           {"optimizer_bytes", bytes.optimizer}};
+    StepFigures figures;
+    figures.step = engine->global_steps();
+    figures.loss = loss.item<double>();
+    figures.lr = engine->get_lr();
+    figures.grad_norm = engine->last_grad_norm();
+    figures.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    figures.train_batch_size = engine->train_batch_size();
+    figures.bytes = engine->model_state_bytes();
     if (config.training().wall_clock_breakdown) {
-      line["breakdown_ms"] = engine->timers().elapsed_all_ms();
+      figures.breakdown_ms = engine->timers().elapsed_all_ms();
       engine->timers().reset();
     }
-    if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
-    if (interactive) progress_bar(done, steps, loss.item<double>());
-    if (done % print_every == 0 || done == steps) {
-      char text[256];
-      std::snprintf(text, sizeof text,
-                    "step %lld | loss %.4f | lr %.3e | %.1f samples/s | model state %.1f MB (params %.1f, grads %.1f, "
-                    "optim %.1f) | peak rss %.0f MB",
-                    static_cast<long long>(done), loss.item<double>(), engine->get_lr(), samples_per_sec,
-                    bytes.total() / 1e6, bytes.parameters / 1e6, bytes.gradients / 1e6, bytes.optimizer / 1e6,
-                    peak_rss_mb());
-      if (interactive) std::printf("\n");
-      log::info(text);
-    }
+    report.step(figures);
   }
   if (!options.save_dir.empty()) engine->save_checkpoint(options.save_dir);
   return 0;

@@ -7,6 +7,11 @@
 //   meta/...                  steps, loss scaler, world size, stage, the config as JSON
 // Being whole, a checkpoint loads under any ZeRO stage and any world size: each rank cuts its
 // shard out of the full tensors (DeepSpeed's zero_to_fp32 / universal checkpoint, done on save).
+//
+// An optimizer's per-rank state (ShardOptimizer::local_state(), e.g. OneBitAdam's compression
+// errors) has no whole form: each rank writes its own <dir>/<tag>.rank<r>.pt (local/<state>), before
+// `latest` names the tag. It is restored when the world size is unchanged and reset to zero, with a
+// warning, otherwise (DeepSpeed always resets OneBitAdam's errors on load).
 #include <ATen/CPUGeneratorImpl.h>
 #include <fcntl.h>
 #include <torch/torch.h>
@@ -53,6 +58,43 @@ double read_scalar(torch::serialize::InputArchive& archive, const std::string& k
   return value.item<double>();
 }
 
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+std::string local_state_path(const std::string& dir, const std::string& tag, int rank) {
+  return (fs::path(dir) / (tag + ".rank" + std::to_string(rank) + ".pt")).string();
+}
+
+void save_local_state(const std::string& path, const NamedTensors& local) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& [name, tensor] : local) archive.write("local/" + name, tensor);
+  write_atomically(path, [&](const std::string& tmp) { archive.save_to(tmp); });
+}
+
+// Restores the tensors of `local` from `path`, or zeroes them (their starting value) with the reason
+// when the file cannot hold this rank's state.
+void load_local_state(const std::string& path, bool same_world, const NamedTensors& local) {
+  std::string reason;
+  if (!same_world) reason = "the world size changed";
+  else if (!fs::exists(path)) reason = "the checkpoint has no " + fs::path(path).filename().string();
+  if (!reason.empty()) {
+    std::string names;
+    for (const auto& [name, tensor] : local) names += (names.empty() ? "" : ", ") + name;
+    log::warn("checkpoint: ", reason, "; the optimizer's per-rank state (", names, ") restarts from zero");
+    for (const auto& [name, tensor] : local) tensor.zero_();
+    return;
+  }
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  for (const auto& [name, tensor] : local) {
+    at::Tensor saved;
+    archive.read("local/" + name, saved);
+    if (saved.numel() != tensor.numel())
+      throw Error("checkpoint state '" + name + "' has " + std::to_string(saved.numel()) + " elements, the optimizer " +
+                  std::to_string(tensor.numel())).with_path(path);
+    tensor.copy_(saved.view(tensor.sizes()));
+  }
+}
+
 }  // namespace
 
 at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {
@@ -96,10 +138,14 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
   archive.write("meta/scaler", torch::tensor({s.scale, double(s.iteration), double(s.last_overflow_iteration),
                                               double(s.hysteresis_left)}, torch::kDouble));
   archive.write("meta/config", c10::IValue(config_.to_json().dump()));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create checkpoint directory").with_path(dir).with_errno(ec.value());
+  if (const NamedTensors local = optimizer_->local_state(); !local.empty()) {
+    save_local_state(local_state_path(dir, tag, group_->rank()), local);
+    group_->barrier();  // every rank's file is in place before `latest` names the tag
+  }
   if (writer) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw Error("cannot create checkpoint directory").with_path(dir).with_errno(ec.value());
     const std::string path = (fs::path(dir) / (tag + ".pt")).string();
     write_atomically(path, [&](const std::string& tmp) { archive.save_to(tmp); });
     write_atomically((fs::path(dir) / "latest").string(), [&](const std::string& tmp) {
@@ -145,6 +191,8 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
   archive.read("meta/scaler", scaler);
   scaler_.restore({scaler[0].item<double>(), static_cast<int64_t>(scaler[1].item<double>()),
                    static_cast<int64_t>(scaler[2].item<double>()), static_cast<int>(scaler[3].item<double>())});
+  if (const NamedTensors local = optimizer_->local_state(); !local.empty())
+    load_local_state(local_state_path(dir, tag, group_->rank()), saved_world == group_->world_size(), local);
   // Each rank resumes its own random stream when the world size is unchanged.
   if (saved_world == group_->world_size()) {
     at::Tensor rng;

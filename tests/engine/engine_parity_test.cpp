@@ -8,6 +8,8 @@
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/estimate.hpp"
+#include "dstrain/engine/export.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
 
@@ -142,5 +144,47 @@ TEST_CASE("a checkpoint resumes with the same losses under another stage", "[mpi
     engine->load_checkpoint(dir);
     REQUIRE(engine->global_steps() == 4);
     require_close(train(*engine, *engine, 4).losses, uninterrupted, 1e-6);
+  }
+}
+
+TEST_CASE("dstrain estimate predicts the measured model-state bytes of every stage", "[mpi][engine]") {
+  const int world = ds::comm::get_world_size();
+  std::vector<int64_t> numels;
+  {
+    ds::models::GPT model(ds::models::GPTConfig::from_json(model_block()));
+    for (const at::Tensor& param : model->parameters()) numels.push_back(param.numel());
+  }
+  const auto estimates = estimate_model_state(numels, make_config(0, 2, 1), world);
+  for (int stage = 0; stage <= 3; ++stage) {
+    auto engine = make_engine(stage, 12 / world, 1);
+    train(*engine, *engine, 1);
+    const ds::ModelStateBytes measured = engine->model_state_bytes();
+    INFO("stage " << stage << ", world " << world);
+    REQUIRE(measured.parameters == estimates[stage].after_step.parameters);
+    REQUIRE(measured.gradients == estimates[stage].after_step.gradients);
+    REQUIRE(measured.optimizer == estimates[stage].after_step.optimizer);
+  }
+}
+
+TEST_CASE("a checkpoint's weights export to a file torch::load reads", "[mpi][engine]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / "dstrain_export_test").string();
+  const int world = ds::comm::get_world_size();
+  auto engine = make_engine(3, 12 / world, 1);
+  train(*engine, *engine, 2);
+  engine->save_checkpoint(dir, "final");
+  const auto weights = engine->consolidated_weights();
+  if (ds::comm::get_rank() == 0) {
+    const std::string path = ds::checkpoint_path(dir, "");
+    REQUIRE(ds::checkpoint_config(path)["zero_optimization"]["stage"] == 3);
+    ds::models::GPT exported(ds::models::GPTConfig::from_json(model_block()));
+    ds::load_checkpoint_weights(path, *exported);
+    const std::string file = dir + "/model.pt";
+    torch::save(exported, file);
+    ds::models::GPT loaded(ds::models::GPTConfig::from_json(model_block()));
+    torch::load(loaded, file);
+    for (auto& item : loaded->named_parameters()) {
+      INFO(item.key());
+      REQUIRE(torch::equal(item.value(), weights.at(item.key())));
+    }
   }
 }

@@ -42,6 +42,7 @@ class OneBitAdamShardOptimizer : public ShardOptimizer {
   AdamShardOptimizer adam_;
   comm::Backend& group_;
   int64_t freeze_step_;
+  double beta1_;
   int local_rank_;
   at::Tensor worker_error_;
   at::Tensor server_error_;

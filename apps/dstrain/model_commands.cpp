@@ -1,0 +1,79 @@
+#include "model_commands.hpp"
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/estimate.hpp"
+#include "dstrain/engine/export.hpp"
+#include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/gpt_config.hpp"
+#include "dstrain/runtime/config.hpp"
+#include "dstrain/runtime/error.hpp"
+
+namespace ds::app {
+namespace {
+
+models::GPT build_gpt(const nlohmann::json& dstrain_block) {
+  return models::GPT(models::GPTConfig::from_json(dstrain_block.value("model", nlohmann::json::object())));
+}
+
+void print_estimate(const std::string& config_path, int world) {
+  Config config = Config::from_file(config_path);
+  models::GPT model = build_gpt(config.dstrain_block());
+  std::vector<int64_t> numels;
+  int64_t total = 0;
+  for (const at::Tensor& param : model->parameters()) {
+    numels.push_back(param.numel());
+    total += param.numel();
+  }
+  const auto estimates = estimate_model_state(numels, config, world);
+  std::printf("model: GPT, %lld parameters in %zu tensors; %d ranks; %s; optimizer %s\n",
+              static_cast<long long>(total), numels.size(), world,
+              config.bf16().enabled ? "bf16" : config.fp16().enabled ? "fp16" : "fp32",
+              to_string(config.optimizer().type));
+  std::printf("per-rank model-state bytes right after a step (MB) and the gradient peak during backward:\n");
+  std::printf("%-6s %12s %12s %12s %12s %10s %14s\n", "stage", "params", "grads", "optimizer", "total", "vs stage0",
+              "grad peak");
+  const double base = static_cast<double>(estimates.front().after_step.total());
+  for (const StageEstimate& e : estimates)
+    std::printf("%-6d %12.2f %12.2f %12.2f %12.2f %10.3f %14.2f\n", e.stage, e.after_step.parameters / 1e6,
+                e.after_step.gradients / 1e6, e.after_step.optimizer / 1e6, e.after_step.total() / 1e6,
+                e.after_step.total() / base, e.peak_gradient_bytes / 1e6);
+}
+
+void export_checkpoint(const std::string& dir, const std::string& tag, const std::string& out) {
+  const std::string path = checkpoint_path(dir, tag);
+  const nlohmann::json config = checkpoint_config(path);
+  models::GPT model = build_gpt(config.value("dstrain", nlohmann::json::object()));
+  load_checkpoint_weights(path, *model);
+  torch::save(model, out);
+  std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", path.c_str(),
+              out.c_str(), model->parameters().size(), out.c_str());
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& app) {
+  auto* command = app.add_subcommand("estimate", "print the per-rank model-state bytes of each ZeRO stage");
+  auto config = std::make_shared<std::string>();
+  auto world = std::make_shared<int>(1);
+  command->add_option("-c,--config", *config, "config with a dstrain.model block")->required()->check(CLI::ExistingFile);
+  command->add_option("--world", *world, "data-parallel ranks")->check(CLI::PositiveNumber);
+  command->callback([config, world] { print_estimate(*config, *world); });
+}
+
+void add_export_command(CLI::App& app) {
+  auto* command = app.add_subcommand("export", "write a checkpoint's full fp32 weights as a LibTorch file");
+  auto dir = std::make_shared<std::string>();
+  auto tag = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  command->add_option("--checkpoint", *dir, "checkpoint directory (as given to --save-dir)")->required();
+  command->add_option("--tag", *tag, "checkpoint tag (default: the directory's latest)");
+  command->add_option("--out", *out, "output file, e.g. model.pt")->required();
+  command->callback([dir, tag, out] { export_checkpoint(*dir, *tag, *out); });
+}
+
+}  // namespace ds::app

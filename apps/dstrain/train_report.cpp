@@ -1,0 +1,74 @@
+#include "train_report.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+
+namespace ds::app {
+namespace {
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+void progress_bar(int64_t step, int64_t total, double loss) {
+  const int width = 30;
+  const int filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
+  std::printf("\r[%.*s%*s] %lld/%lld loss %.4f", filled, "##############################", width - filled, "",
+              static_cast<long long>(step), static_cast<long long>(total), loss);
+  if (step == total) std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+TrainReport::TrainReport(int rank, const std::string& metrics_path, int64_t steps, int steps_per_print,
+                         int64_t block_size)
+    : steps_(steps),
+      print_every_(std::max(1, steps_per_print)),
+      block_size_(block_size),
+      interactive_(rank == 0 && ::isatty(STDOUT_FILENO)) {
+  if (rank == 0 && !metrics_path.empty()) {
+    metrics_.open(metrics_path, std::ios::app);
+    if (!metrics_) throw Error("cannot open metrics file").with_path(metrics_path).with_errno(errno);
+  }
+}
+
+void TrainReport::step(const StepFigures& f) {
+  const double samples_per_sec = f.train_batch_size / f.seconds;
+  nlohmann::json line = {{"step", f.step},
+                         {"loss", f.loss},
+                         {"lr", f.lr},
+                         {"grad_norm", f.grad_norm},
+                         {"samples_per_sec", samples_per_sec},
+                         {"tokens_per_sec", samples_per_sec * block_size_},
+                         {"peak_rss_mb", peak_rss_mb()},
+                         {"param_bytes", f.bytes.parameters},
+                         {"grad_bytes", f.bytes.gradients},
+                         {"optimizer_bytes", f.bytes.optimizer}};
+  if (f.breakdown_ms) line["breakdown_ms"] = *f.breakdown_ms;
+  if (metrics_.is_open()) metrics_ << line.dump() << '\n' << std::flush;
+  if (interactive_) progress_bar(f.step, steps_, f.loss);
+  if (f.step % print_every_ == 0 || f.step == steps_) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "step %lld | loss %.4f | lr %.3e | %.1f samples/s | model state %.1f MB (params %.1f, grads %.1f, "
+                  "optim %.1f) | peak rss %.0f MB",
+                  static_cast<long long>(f.step), f.loss, f.lr, samples_per_sec, f.bytes.total() / 1e6,
+                  f.bytes.parameters / 1e6, f.bytes.gradients / 1e6, f.bytes.optimizer / 1e6, peak_rss_mb());
+    if (interactive_) std::printf("\n");
+    log::info(text);
+  }
+}
+
+}  // namespace ds::app

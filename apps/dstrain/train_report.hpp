@@ -1,0 +1,42 @@
+// What the trainer reports after each optimizer step, the same for data-parallel and pipeline
+// training: one JSON line per step in --metrics (rank 0), a progress bar when rank 0 writes to a
+// terminal, and a log line every steps_per_print steps and at the last.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "dstrain/engine/engine.hpp"
+
+namespace ds::app {
+
+struct StepFigures {
+  int64_t step = 0;  // optimizer steps done
+  double loss = 0;   // mean over the global batch
+  double lr = 0;
+  double grad_norm = 0;
+  double seconds = 0;  // wall time of the step
+  int train_batch_size = 0;
+  ModelStateBytes bytes;  // rank 0's
+  std::optional<std::map<std::string, double>> breakdown_ms;  // with wall_clock_breakdown
+};
+
+class TrainReport {
+ public:
+  // metrics_path: "" for none. Throws ds::Error when rank 0 cannot open it.
+  TrainReport(int rank, const std::string& metrics_path, int64_t steps, int steps_per_print, int64_t block_size);
+
+  void step(const StepFigures& figures);
+
+ private:
+  int64_t steps_;
+  int print_every_;
+  int64_t block_size_;
+  bool interactive_;
+  std::ofstream metrics_;
+};
+
+}  // namespace ds::app

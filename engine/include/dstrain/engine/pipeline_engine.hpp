@@ -1,0 +1,94 @@
+// ds::PipelineEngine: pipeline-parallel training of the built-in GPT, DeepSpeed's PipelineEngine.
+//
+//   ds::PipelineEngine engine(model_config, config, ds::comm::init_distributed("mpi"));
+//   while (...) loss = engine.train_batch(source);   // one optimizer step per call
+//
+// The world is config.pipeline().stages deep and world / stages replicas wide, stage-major
+// (pipe::PipelineGrid: rank = stage * replicas + replica). Each rank builds its stage's contiguous
+// slice of the GPT's layers (pipeline.partition over the layers' parameter counts), with the same
+// parameter names and initial values as the whole model, and wraps it in an EngineCore whose
+// data-parallel group is that stage's replicas; gradient_accumulation_steps is the number of
+// micro-batches per batch, as in DeepSpeed. A pipe::PipelineExecutor runs TrainSchedule:
+//   LoadMicroBatch   the first stage reads inputs, the last stage targets, of this replica's
+//                    micro-batch (data::TokenSource::batch(step, k, replica, replicas, micro))
+//   BackwardPass     EngineCore::backward (the last stage from loss / micro-batches). Every
+//                    backward but the batch's last closes its micro-step at once (EngineCore::step
+//                    only counts it); the last one is the accumulation boundary, where EngineCore's
+//                    reducer averages the gradients over the replicas, bucket by bucket, as it runs
+//   ReduceTiedGrads  the first and last stage of each replica sum their reduced gradients of the
+//                    tied token embedding (wte) over a two-rank group. By linearity a sum of
+//                    replica averages is the replica average of the sums, so running it after the
+//                    averaging, not before it as DeepSpeed's order says, changes nothing
+//   ReduceGrads      the averaging already ran inside that last backward: the engine only checks
+//                    that it did (that the core is at its accumulation boundary)
+//   OptimizerStep    the gradient norm of the whole model (every stage, the tied weight once) for
+//                    clipping and for fp16 overflow, which every stage must see alike to keep their
+//                    loss scales equal; then EngineCore::step
+// ZeRO stage 0, or stage 1 with a single replica; stages 2 and 3 are rejected as DeepSpeed rejects
+// them, and stage 1 across replicas needs per-rank tied-gradient chunks EngineCore does not offer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "dstrain/comm/backend.hpp"
+#include "dstrain/engine/data/token_source.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/gpt_config.hpp"
+#include "dstrain/pipe/executor.hpp"
+#include "dstrain/pipe/grid.hpp"
+#include "dstrain/pipe/partition.hpp"
+#include "dstrain/runtime/config.hpp"
+
+namespace ds {
+
+class PipelineEngine {
+ public:
+  // Collective over `world`. Seeds torch with config.training().seed before building the slice, so
+  // the stages together hold the GPT that seed builds whole. Throws ds::Error naming the key for a
+  // missing or indivisible pipeline.stages, more stages than layers, or an unsupported ZeRO stage.
+  PipelineEngine(const models::GPTConfig& model, const Config& config, std::shared_ptr<comm::Backend> world);
+  ~PipelineEngine();
+  PipelineEngine(const PipelineEngine&) = delete;
+  PipelineEngine& operator=(const PipelineEngine&) = delete;
+
+  // One optimizer step on the global batch of step global_steps(). Returns its mean loss, on
+  // every rank.
+  double train_batch(const data::TokenSource& source);
+  // The mean loss of step `step`'s global batch, forward only; the model is left unchanged.
+  double eval_batch(const data::TokenSource& source, int64_t step);
+
+  const pipe::PipelineGrid& grid() const { return grid_; }
+  // Stage s holds the GPT's layers [bounds()[s], bounds()[s + 1]) (GPTConfig::num_layers()).
+  const pipe::StageBounds& bounds() const { return bounds_; }
+  // This stage's engine: steps, lr, timers, model-state bytes, its data-parallel group.
+  EngineCore& core();
+  models::GPT& module();
+  int64_t global_steps() const;
+  // The last step's gradient norm over the whole model, before clipping.
+  double last_grad_norm() const;
+
+  // Collective: milliseconds per executor op and stage, "stage<s>.<Op>" (replica 0's ranks), since
+  // the last call; resets every rank's op timers.
+  std::map<std::string, double> stage_timers_ms();
+
+  // Each stage keeps its own EngineCore checkpoint in <dir>/stage<s>; a pipeline resumes with the
+  // same stage count and partition.
+  void save_checkpoint(const std::string& dir);
+  void load_checkpoint(const std::string& dir);
+
+ private:
+  class GptStage;
+
+  pipe::PipelineGrid grid_;
+  pipe::StageBounds bounds_;
+  std::shared_ptr<comm::Backend> world_;
+  std::shared_ptr<comm::Backend> pipe_group_;
+  std::unique_ptr<GptStage> stage_;
+  std::unique_ptr<pipe::PipelineExecutor> executor_;
+};
+
+}  // namespace ds

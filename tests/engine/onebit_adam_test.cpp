@@ -1,0 +1,281 @@
+// OneBitAdam in the engine: Adam until freeze_step; afterwards an independent reference (plain
+// LibTorch on each rank, with the 1-bit compression simulated over the ordinary all_reduce, as
+// tests/comm does) must follow the same trajectory; a checkpoint taken after the freeze resumes with
+// the same losses because the compression errors travel with it; ZeRO is refused.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/data/token_source.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/loss.hpp"
+#include "dstrain/runtime/error.hpp"
+
+namespace {
+
+constexpr int64_t kSeed = 11;
+constexpr double kLr = 2e-3;
+constexpr double kWeightDecay = 0.01;
+constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+constexpr int kMicro = 2;
+constexpr int kAccumulation = 2;
+
+nlohmann::json model_block() {
+  return {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}, {"dropout", 0.0}};
+}
+
+nlohmann::json onebit_adam(int64_t freeze_step) {
+  return {{"type", "OneBitAdam"},
+          {"params",
+           {{"lr", kLr}, {"weight_decay", kWeightDecay}, {"freeze_step", freeze_step}, {"comm_backend_name", "mpi"}}}};
+}
+
+// DeepSpeed's OnebitAdam never bias-corrects: Adam without it is what it must equal before the freeze.
+nlohmann::json adam_without_bias_correction() {
+  return {{"type", "Adam"}, {"params", {{"lr", kLr}, {"weight_decay", kWeightDecay}, {"bias_correction", false}}}};
+}
+
+ds::Config make_config(const nlohmann::json& optimizer, double clipping, int stage = 0) {
+  return ds::Config::from_json({
+      {"train_micro_batch_size_per_gpu", kMicro},
+      {"gradient_accumulation_steps", kAccumulation},
+      {"gradient_clipping", clipping},
+      {"optimizer", optimizer},
+      // One bucket: the engine's warm-up allreduce is then the reference's, element for element.
+      {"zero_optimization", {{"stage", stage}, {"reduce_bucket_size", 1 << 30}}},
+  });
+}
+
+std::unique_ptr<ds::data::TokenSource> make_source() {
+  return ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 5}}, 64, 16);
+}
+
+ds::models::GPT make_model() {
+  torch::manual_seed(kSeed);
+  return ds::models::GPT(ds::models::GPTConfig::from_json(model_block()));
+}
+
+std::shared_ptr<ds::Engine<ds::models::GPT>> make_engine(const nlohmann::json& optimizer, double clipping) {
+  return ds::initialize(make_model(), make_config(optimizer, clipping), ds::comm::init_distributed("mpi"));
+}
+
+double mean_over_ranks(double value) {
+  at::Tensor t = torch::tensor({value}, torch::kDouble);
+  ds::comm::world().all_reduce(t, ds::comm::ReduceOp::Avg);
+  return t.item<double>();
+}
+
+// The global batch loss of each step.
+std::vector<double> train(ds::Engine<ds::models::GPT>& engine, int steps) {
+  auto source = make_source();
+  const int rank = ds::comm::get_rank(), world = ds::comm::get_world_size();
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    const int64_t step = engine.global_steps();
+    double sum = 0;
+    for (int a = 0; a < kAccumulation; ++a) {
+      ds::data::Batch batch = source->batch(step, a, rank, world, kMicro);
+      at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
+      engine.backward(loss);
+      engine.step();
+      sum += loss.item<double>();
+    }
+    losses.push_back(mean_over_ranks(sum / kAccumulation));
+  }
+  return losses;
+}
+
+// DeepSpeed's compressed allreduce as tests/comm simulates it: ordinary all_reduce of each rank's
+// scaled signs, then each rank's server chunk compressed again and gathered (through all_reduce).
+struct CompressionSimulation {
+  int64_t numel, padded, chunk;
+  at::Tensor worker_error, server_error;
+
+  CompressionSimulation(int64_t n, int world) : numel(n) {
+    const int64_t unit = 8 * world;
+    padded = (n + unit - 1) / unit * unit;
+    chunk = padded / world;
+    worker_error = at::zeros({padded});
+    server_error = at::zeros({chunk});
+  }
+
+  static at::Tensor sign_of(const at::Tensor& x) { return at::where(x >= 0, 1.0f, -1.0f); }
+  static at::Tensor rms(const at::Tensor& x) { return (x.to(at::kDouble).norm() / std::sqrt(double(x.numel()))).to(at::kFloat); }
+
+  at::Tensor allreduce(const at::Tensor& buffer) {
+    ds::comm::Backend& world = ds::comm::world();
+    const int w = world.world_size(), rank = world.rank();
+    const at::Tensor x = at::cat({buffer, at::zeros({padded - numel})}) + worker_error;
+    const at::Tensor compressed = rms(x) * sign_of(x);
+    worker_error = x - compressed;
+    world.all_reduce(compressed);
+    compressed.mul_(1.0 / w);
+    const at::Tensor served = compressed.narrow(0, rank * chunk, chunk) + server_error;
+    const at::Tensor server_compressed = rms(served) * sign_of(served);
+    server_error = served - server_compressed;
+    at::Tensor result = at::zeros({padded});
+    result.narrow(0, rank * chunk, chunk).copy_(server_compressed);
+    world.all_reduce(result);
+    return result.narrow(0, 0, numel);
+  }
+};
+
+// 1-bit Adam written out on one rank's whole model, no clipping, constant lr.
+struct Reference {
+  ds::models::GPT model = make_model();
+  std::vector<at::Tensor> params;
+  at::Tensor exp_avg, exp_avg_sq;
+  CompressionSimulation compression;
+  int64_t freeze_step;
+
+  static std::vector<at::Tensor> trainable(ds::models::GPT& model) {
+    std::vector<at::Tensor> out;
+    for (auto& item : model->named_parameters())
+      if (item.value().requires_grad()) out.push_back(item.value());
+    return out;
+  }
+  static int64_t numel_of(const std::vector<at::Tensor>& tensors) {
+    int64_t n = 0;
+    for (const at::Tensor& t : tensors) n += t.numel();
+    return n;
+  }
+
+  explicit Reference(int64_t freeze)
+      : params(trainable(model)),
+        exp_avg(at::zeros({numel_of(params)})),
+        exp_avg_sq(at::zeros({numel_of(params)})),
+        compression(numel_of(params), ds::comm::get_world_size()),
+        freeze_step(freeze) {}
+
+  double step(int64_t step, const ds::data::TokenSource& source) {
+    const int rank = ds::comm::get_rank(), world = ds::comm::get_world_size();
+    for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
+    double sum = 0;
+    for (int a = 0; a < kAccumulation; ++a) {
+      ds::data::Batch batch = source.batch(step, a, rank, world, kMicro);
+      at::Tensor loss = ds::models::cross_entropy_loss(model->forward(batch.inputs), batch.targets);
+      (loss * (1.0 / kAccumulation)).backward();
+      sum += loss.item<double>();
+    }
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> grads;
+    for (at::Tensor& p : params) grads.push_back(p.grad().reshape({-1}));
+    at::Tensor grad = at::cat(grads);
+    const int64_t count = step + 1;
+    if (count <= freeze_step) {
+      ds::comm::world().all_reduce(grad, ds::comm::ReduceOp::Avg);
+      exp_avg.mul_(kBeta1).add_(grad, 1 - kBeta1);
+      exp_avg_sq.mul_(kBeta2).addcmul_(grad, grad, 1 - kBeta2);
+    } else {
+      exp_avg.mul_(kBeta1).add_(grad, 1 - kBeta1);  // this rank's own gradient
+      exp_avg.copy_(compression.allreduce(exp_avg));
+    }
+    int64_t offset = 0;
+    for (at::Tensor& p : params) {
+      at::Tensor flat = p.view({-1});
+      const at::Tensor m = exp_avg.narrow(0, offset, p.numel()), v = exp_avg_sq.narrow(0, offset, p.numel());
+      flat.mul_(1 - kLr * kWeightDecay).addcdiv_(m, v.sqrt().add(kEps), -kLr);
+      offset += p.numel();
+    }
+    return mean_over_ranks(sum / kAccumulation);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("OneBitAdam before freeze_step is Adam", "[mpi][onebit]") {
+  constexpr int kSteps = 6;
+  auto adam = make_engine(adam_without_bias_correction(), 0.5);
+  const std::vector<double> expected = train(*adam, kSteps);
+  const auto expected_weights = adam->consolidated_weights();
+
+  auto warming = make_engine(onebit_adam(kSteps), 0.5);
+  REQUIRE(train(*warming, kSteps) == expected);
+  for (const auto& [name, weight] : warming->consolidated_weights()) {
+    INFO(name);
+    REQUIRE(at::equal(weight, expected_weights.at(name)));
+  }
+
+  // Frozen after 3 steps: the loss of step 4 still comes from Adam's weights, those after it from
+  // the compressed momentum.
+  auto frozen = make_engine(onebit_adam(3), 0.5);
+  const std::vector<double> losses = train(*frozen, kSteps);
+  for (int s = 0; s < 4; ++s) CHECK(losses[s] == expected[s]);
+  CHECK(losses[4] != expected[4]);
+  CHECK(losses[5] != expected[5]);
+}
+
+TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam", "[mpi][onebit]") {
+  constexpr int kFreeze = 2;
+  constexpr int kSteps = 7;
+  auto engine = make_engine(onebit_adam(kFreeze), 0.0);
+  const std::vector<double> losses = train(*engine, kSteps);
+
+  Reference reference(kFreeze);
+  auto source = make_source();
+  for (int s = 0; s < kSteps; ++s) {
+    const double expected = reference.step(s, *source);
+    INFO("step " << s + 1 << ": " << losses[s] << " vs " << expected);
+    REQUIRE(std::abs(losses[s] - expected) <= 1e-5 * std::abs(expected));
+  }
+  const auto weights = engine->consolidated_weights();
+  size_t i = 0;
+  for (auto& item : reference.model->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    const at::Tensor diff = (weights.at(item.key()) - item.value()).abs();
+    INFO(item.key() << ": max difference " << diff.max().item<double>());
+    REQUIRE(diff.max().item<double>() <= 1e-5);
+    ++i;
+  }
+  REQUIRE(i == weights.size());
+}
+
+TEST_CASE("a OneBitAdam checkpoint taken after the freeze resumes with the same losses", "[mpi][onebit]") {
+  namespace fs = std::filesystem;
+  const int world = ds::comm::get_world_size(), rank = ds::comm::get_rank();
+  const std::string dir = (fs::temp_directory_path() / ("dstrain_onebit_ckpt_np" + std::to_string(world))).string();
+  constexpr int kFreeze = 2;
+  std::vector<double> uninterrupted;
+  {
+    auto engine = make_engine(onebit_adam(kFreeze), 0.5);
+    train(*engine, kFreeze + 2);
+    engine->save_checkpoint(dir, "frozen");
+    uninterrupted = train(*engine, 3);
+  }
+  {
+    auto engine = make_engine(onebit_adam(kFreeze), 0.5);
+    engine->load_checkpoint(dir);
+    REQUIRE(engine->global_steps() == kFreeze + 2);
+    REQUIRE(train(*engine, 3) == uninterrupted);
+  }
+  // Without this rank's compression errors the resumed steps must differ: the errors matter, and the
+  // equality above could not have held without restoring them.
+  const std::string rank_file = (fs::path(dir) / ("frozen.rank" + std::to_string(rank) + ".pt")).string();
+  REQUIRE(fs::exists(rank_file));
+  ds::comm::barrier();
+  fs::remove(rank_file);
+  ds::comm::barrier();
+  auto engine = make_engine(onebit_adam(kFreeze), 0.5);
+  engine->load_checkpoint(dir);
+  const std::vector<double> reset = train(*engine, 3);
+  CHECK(reset[0] == uninterrupted[0]);  // computed before any update from the resumed state
+  CHECK(reset[1] != uninterrupted[1]);
+  CHECK(reset[2] != uninterrupted[2]);
+}
+
+TEST_CASE("OneBitAdam is refused under ZeRO, naming the key", "[onebit]") {
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage);
+    try {
+      ds::initialize(make_model(), make_config(onebit_adam(2), 0.0, stage), ds::comm::init_distributed("mpi"));
+      FAIL("OneBitAdam under ZeRO was accepted");
+    } catch (const ds::Error& e) {
+      CHECK(e.key() == std::string("zero_optimization.stage"));
+      CHECK_THAT(e.message(), Catch::Contains("OneBitAdam"));
+    }
+  }
+}
