@@ -114,7 +114,7 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
   // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
   // gradients as they are: the full allreduce is the traffic it exists to save.
-  reducer_->set_local_only(false);
+  reducer_->set_local_only(!optimizer_->needs_reduced_gradients(optimizer_steps_ + 1));
   torch::autograd::backward(outputs, gradients);
   if (reducer_->reducing()) reducer_->finish_backward();
   if (coordinator_) coordinator_->release_all();

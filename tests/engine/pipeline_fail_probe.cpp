@@ -1,8 +1,8 @@
-// A two-stage GPT pipeline whose last stage (rank 1) fails while loading the labels of step 2,
-// in the middle of the schedule, while stage 0 waits on it for a gradient. Run by
+// A two-stage GPT pipeline whose last stage (rank 1) fails while loading the labels of step k
+// (`pipeline_fail_probe k`), in the middle of the schedule, while stage 0 waits on it. Run by
 // tests/comm/expect_abort.cmake, which checks that the job ends quickly, non-zero, with rank 1's
 // message: a dead stage must never leave its neighbour hanging.
-#include <torch/torch.h>
+#include <string>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/synthetic_source.hpp"
@@ -11,23 +11,25 @@
 
 namespace {
 
-constexpr int64_t kFailingStep = 2;
-
 class FailingSource final : public ds::data::SyntheticSource {
  public:
-  FailingSource() : SyntheticSource(64, 16, 1) {}
+  explicit FailingSource(int64_t failing_step) : SyntheticSource(64, 16, 1), failing_step_(failing_step) {}
 
   void sample(int64_t step, int64_t index, int64_t* tokens) const override {
-    if (step == kFailingStep && ds::comm::get_rank() == 1)
+    if (step == failing_step_ && ds::comm::get_rank() == 1)
       throw ds::Error("deliberate failure on rank 1: pipeline stage 1 at step " + std::to_string(step)).with_rank(1);
     SyntheticSource::sample(step, index, tokens);
   }
+
+ private:
+  int64_t failing_step_;
 };
 
 }  // namespace
 
-int main() {
-  return ds::comm::run_or_abort([] {
+int main(int argc, char** argv) {
+  const int64_t failing_step = argc > 1 ? std::stoll(argv[1]) : 2;
+  return ds::comm::run_or_abort([&] {
     auto world = ds::comm::init_distributed("mpi");
     const ds::Config config = ds::Config::from_json({
         {"train_micro_batch_size_per_gpu", 2},
@@ -38,8 +40,8 @@ int main() {
     const auto model = ds::models::GPTConfig::from_json(
         {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 16}, {"block_size", 16}, {"vocab_size", 64}});
     ds::PipelineEngine engine(model, config, world);
-    FailingSource source;
-    for (int step = 0; step < 5; ++step) engine.train_batch(source);
+    FailingSource source(failing_step);
+    for (int64_t step = 0; step <= failing_step + 2; ++step) engine.train_batch(source);
     ds::comm::finalize();
     return 0;
   });
