@@ -44,9 +44,9 @@ for p in 2 4; do
     train "$p" "$metrics" --set pipeline.stages=$p --set gradient_accumulation_steps=$m --set wall_clock_breakdown=true
     for ((s = 0; s < p; s++)); do
       ms() {  # median over the measured steps of the sum of this stage's ops $@
-        jq -r --argjson w "$warmup" --arg s "stage$s" --args \
+        jq -r --argjson w "$warmup" --arg s "stage$s" \
           'select(.step > $w) | .breakdown_ms as $b | [$ARGS.positional[] | $b[$s + "." + .]] | add' \
-          "$metrics" "$@" | median
+          --args "$@" < "$metrics" | median
       }
       compute=$(ms LoadMicroBatch ForwardPass BackwardPass)
       recv=$(ms RecvActivation RecvGrad)
