@@ -38,6 +38,8 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   if (config_.optimizer().type == OptimizerType::None)
     throw Error("no optimizer configured: add an \"optimizer\" block").with_key("optimizer");
 
+  if (config_.fp16().enabled)
+    log::warn("fp16 on CPU: LibTorch lacks most Half kernels on the CPU; prefer bf16 there (fp16 is for GPUs)");
   model_->to(model_dtype(config_));
   for (auto& item : model_->named_parameters()) {
     if (!item.value().requires_grad()) continue;

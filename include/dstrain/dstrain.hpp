@@ -15,6 +15,7 @@
 
 #include "dstrain/pipe/schedule.hpp"
 
+#include "dstrain/zero/gathered_parameters.hpp"
 #include "dstrain/zero/module.hpp"
 #include "dstrain/zero/module_call.hpp"
 #include "dstrain/zero/param_status.hpp"

@@ -98,8 +98,9 @@ void PipelineExecutor::recv_activation(Buffer& buffer) {
   }
   if (!buffer.received.defined()) buffer.received = received_meta_->empty();
   group_.recv(buffer.received, previous, kActivationTag);
-  // A leaf over the receive buffer: the forward's graph may keep it, so the schedule must not
-  // receive into this buffer again before its backward ran (autograd's version check would object).
+  // A leaf over the receive buffer itself, no copy: the forward's graph may keep it, which is safe
+  // because a schedule receives into a buffer again only after that buffer's backward ran (the
+  // protocol simulator of tests/pipe checks this for every shape).
   buffer.input = buffer.received.detach();
   if (training_ && buffer.input.is_floating_point()) buffer.input.requires_grad_(true);
 }

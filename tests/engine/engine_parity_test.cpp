@@ -10,6 +10,7 @@
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/estimate.hpp"
 #include "dstrain/engine/export.hpp"
+#include "dstrain/zero/gathered_parameters.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
 
@@ -178,6 +179,17 @@ TEST_CASE("a checkpoint's weights export to a file torch::load reads", "[mpi][en
   train(*engine, *engine, 2);
   engine->save_checkpoint(dir, "final");
   const auto weights = engine->consolidated_weights();
+  {
+    // Whole weights outside forward, equal to the consolidated ones (bf16/fp32 cast aside: fp32 here).
+    ds::zero::GatheredParameters whole(engine->parameter_coordinator());
+    for (auto& item : engine->module()->named_parameters()) {
+      INFO(item.key());
+      REQUIRE(engine->param_status(item.value()) == ds::zero::ParamStatus::Available);
+      REQUIRE(torch::equal(item.value(), weights.at(item.key())));
+    }
+  }
+  for (auto& item : engine->module()->named_parameters())
+    REQUIRE(engine->param_status(item.value()) == ds::zero::ParamStatus::NotAvailable);
   if (ds::comm::get_rank() == 0) {
     const std::string path = ds::checkpoint_path(dir, "");
     REQUIRE(ds::checkpoint_config(path)["zero_optimization"]["stage"] == 3);

@@ -198,8 +198,12 @@ void ParameterCoordinator::release_all() {
   stack_.clear();
 }
 
-void ParameterCoordinator::gather_all() {
+void ParameterCoordinator::acquire_all() {
   for (size_t i = 0; i < params_.size(); ++i) acquire(i);
+}
+
+void ParameterCoordinator::release_acquired_all() {
+  for (size_t i = 0; i < params_.size(); ++i) release(i);
 }
 
 void ParameterCoordinator::load_shard(const at::Tensor& master_shard) {

@@ -80,6 +80,8 @@ class EngineCore {
   TimerRegistry& timers() { return timers_; }
   ModelStateBytes model_state_bytes() const;
   zero::ParamStatus param_status(const at::Tensor& param) const;
+  // Stage 3's parameter coordinator (null below stage 3), e.g. for zero::GatheredParameters.
+  zero::ParameterCoordinator* parameter_coordinator() const { return coordinator_.get(); }
 
   // Writes <dir>/<tag>.pt (consolidated: full fp32 weights and optimizer state, loadable under any
   // stage and world size) atomically, then <dir>/latest. An empty tag means "global_step<N>".

@@ -63,8 +63,9 @@ class ParameterCoordinator : public ModuleHooks {
   void release_all();
   // Bytes of parameter data held now: the shard plus every whole parameter.
   int64_t bytes() const;
-  // Gathers every parameter whole until the guard dies (GatheredParameters).
-  void gather_all();
+  // Every parameter whole (acquire_all) and back (release_acquired_all): GatheredParameters.
+  void acquire_all();
+  void release_acquired_all();
 
  private:
   struct Param {
