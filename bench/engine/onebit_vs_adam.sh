@@ -6,7 +6,8 @@
 #
 # Usage: bench/engine/onebit_vs_adam.sh [build-dir] [steps] [--set KEY=VALUE ...]
 #   extra --set arguments go to both runs, e.g. --set dstrain.model.n_embd=64;
-#   FREEZE_STEP=N overrides OneBitAdam's freeze_step, RANKS="2 4" the world sizes.
+#   FREEZE_STEP=N overrides OneBitAdam's freeze_step, RANKS="2 4" the world sizes; OUT_DIR=dir keeps
+#   each run's log and --metrics file there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -15,8 +16,11 @@ shift $(($# < 2 ? $# : 2))
 extra=("$@")
 dstrain=$build/apps/dstrain/dstrain
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [[ -n ${OUT_DIR:-} ]]; then
+  out=$OUT_DIR && mkdir -p "$out" && rm -f "$out"/*.jsonl
+else
+  out=$(mktemp -d) && trap 'rm -rf "$out"' EXIT
+fi
 
 common=(--steps "$steps" --set "scheduler.params.total_num_steps=$steps" "${extra[@]}")
 onebit=()
