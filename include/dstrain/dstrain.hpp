@@ -13,6 +13,9 @@
 #include "dstrain/io/aio_handle.hpp"
 #include "dstrain/io/swap_folder.hpp"
 
+#include "dstrain/pipe/executor.hpp"
+#include "dstrain/pipe/grid.hpp"
+#include "dstrain/pipe/partition.hpp"
 #include "dstrain/pipe/schedule.hpp"
 
 #include "dstrain/zero/gathered_parameters.hpp"
@@ -21,3 +24,4 @@
 #include "dstrain/zero/param_status.hpp"
 
 #include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/pipeline_engine.hpp"

@@ -9,7 +9,8 @@ namespace ds::pipe {
 namespace {
 
 void check_counts(int num_layers, int stages) {
-  if (stages < 1) throw Error("pipeline stages must be >= 1, got " + std::to_string(stages)).with_key("pipeline.stages");
+  if (stages < 1)
+    throw Error("pipeline stages must be >= 1, got " + std::to_string(stages)).with_key("pipeline.stages");
   if (num_layers < stages) {
     throw Error("cannot cut " + std::to_string(num_layers) + " layers into " + std::to_string(stages) +
                 " pipeline stages: every stage needs at least one layer")

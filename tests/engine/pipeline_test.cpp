@@ -20,7 +20,8 @@ constexpr int kSteps = 20;
 constexpr int kGlobalBatch = 24;
 
 nlohmann::json model_block(int n_layer = 2) {
-  return {{"n_layer", n_layer}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}, {"dropout", 0.0}};
+  return {{"n_layer", n_layer}, {"n_head", 2},      {"n_embd", 32},
+          {"block_size", 16},   {"vocab_size", 64}, {"dropout", 0.0}};
 }
 
 ds::models::GPTConfig model_config(int n_layer = 2) { return ds::models::GPTConfig::from_json(model_block(n_layer)); }
@@ -93,8 +94,8 @@ TEST_CASE("the GPT pipeline reproduces a plain LibTorch loop", "[mpi][pipeline]"
     const int micro_batches = 4;
     INFO(shape.stages << " stages x " << replicas << " replicas, ZeRO " << shape.zero_stage << ", partition "
                       << shape.partition << ", rank " << world->rank());
-    ds::PipelineEngine engine(model_config(),
-                              make_config(shape.stages, micro_batches, replicas, shape.zero_stage, shape.partition), world);
+    ds::PipelineEngine engine(
+        model_config(), make_config(shape.stages, micro_batches, replicas, shape.zero_stage, shape.partition), world);
     REQUIRE(engine.core().gradient_accumulation_steps() == micro_batches);
     REQUIRE(engine.core().dp_group().world_size() == replicas);
     auto source = make_source();

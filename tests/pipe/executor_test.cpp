@@ -108,7 +108,8 @@ struct Reference {
   double eval_batch(int replica, int micro_batches) {
     torch::NoGradGuard no_grad;
     double loss_sum = 0;
-    for (int k = 0; k < micro_batches; ++k) loss_sum += mse(forward(toy_input(replica, k)), toy_label(replica, k)).item<double>();
+    for (int k = 0; k < micro_batches; ++k)
+      loss_sum += mse(forward(toy_input(replica, k)), toy_label(replica, k)).item<double>();
     return loss_sum / micro_batches;
   }
 

@@ -50,8 +50,9 @@ TEST_CASE("stages that do not divide the world are an error naming pipeline.stag
 }
 
 TEST_CASE("a tensor header carries shape and dtype and reads back", "[pipe][tensor_meta]") {
-  for (const at::Tensor& tensor : {at::zeros({4, 16, 32}, at::kFloat), at::zeros({3}, at::kBFloat16),
-                                   at::scalar_tensor(0.0, at::kDouble), at::zeros({2, 1, 1, 1, 1, 1, 1, 5}, at::kHalf)}) {
+  for (const at::Tensor& tensor :
+       {at::zeros({4, 16, 32}, at::kFloat), at::zeros({3}, at::kBFloat16), at::scalar_tensor(0.0, at::kDouble),
+        at::zeros({2, 1, 1, 1, 1, 1, 1, 5}, at::kHalf)}) {
     const TensorMeta meta = TensorMeta::of(tensor);
     const at::Tensor header = meta.encode();
     REQUIRE(header.numel() == TensorMeta::kHeaderLength);
