@@ -9,7 +9,8 @@
 //   backward  autograd on loss / accumulation steps (x loss scale under fp16); the GradientReducer
 //             takes each gradient as it is ready and all-reduces (stage 0) or reduce-scatters
 //             (stages 1-3) it in buckets into this rank's fp32 gradient shard. Stages 0-1 reduce
-//             only at the accumulation boundary, stages 2-3 every micro-step.
+//             only at the accumulation boundary, stages 2-3 every micro-step. (OneBitAdam after
+//             freeze_step keeps gradients local and exchanges compressed momentum instead.)
 //   step      at the boundary: unscale and overflow check (fp16), global-norm clipping, the
 //             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr, and the
 //             model weights are refreshed from it (copied at stage 0, all-gathered at 1-2, kept as
