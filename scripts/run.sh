@@ -45,7 +45,7 @@ case "${1:-}" in
   train)
     install_missing; build
     shift
-    mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/apps/dstrain" \
+    mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/apps/dstrain/dstrain" \
       --config "$ROOT/configs/default.json" "$@" ;;
   test)
     install_missing; build
