@@ -122,11 +122,10 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   if (coordinator_) coordinator_->release_all();
 }
 
-at::Tensor EngineCore::reduced_gradient(const at::Tensor& param) {
-  if (layout_->partitions() != 1) throw Error("reduced_gradient needs whole gradients (ZeRO stage 0)").with_key("zero_optimization.stage");
+at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
   for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].is_same(param)) return layout_->chunk_view(i, reducer_->grad_shard()).view(shapes_[i]);
-  throw Error("reduced_gradient: not a parameter of this engine");
+    if (params_[i].is_same(param)) return layout_->chunk_view(i, reducer_->grad_shard());
+  throw Error("reduced_gradient_chunk: not a parameter of this engine");
 }
 
 bool EngineCore::any_overflow(const at::Tensor& grads) {

@@ -74,7 +74,7 @@ class PipelineEngine::GptStage final : public pipe::Stage {
 
   void reduce_tied_grads() override {
     if (!tied_group_) return;
-    tied_group_->all_reduce(engine_->reduced_gradient(engine_->module()->tied_weight()), comm::ReduceOp::Sum);
+    tied_group_->all_reduce(engine_->reduced_gradient_chunk(engine_->module()->tied_weight()), comm::ReduceOp::Sum);
   }
 
   void reduce_grads() override {
@@ -101,18 +101,20 @@ class PipelineEngine::GptStage final : public pipe::Stage {
   }
 
   // Clips by the norm of the whole model's gradient, as a single process would: the sum of squares
-  // over this pipeline's stages, the tied weight counted on the first stage only. The replicas hold
-  // equal reduced gradients, so they all reach the same norm.
+  // over this pipeline's stages, the tied weight counted on the first stage only. Under ZeRO 1 each
+  // replica holds a chunk of every gradient, so the replicas' sums add up too; under ZeRO 0 they
+  // hold equal whole gradients and all reach the same norm alone.
   void clip_gradients() {
     const at::Tensor tied = engine_->module()->tied_weight();
     std::vector<at::Tensor> grads;
     at::Tensor sum_sq = at::zeros({1}, at::kDouble);
     for (const at::Tensor& param : engine_->module()->parameters()) {
       if (!param.requires_grad()) continue;
-      grads.push_back(engine_->reduced_gradient(param));
+      grads.push_back(engine_->reduced_gradient_chunk(param));
       if (!grid_.is_first_stage() && tied.defined() && param.is_same(tied)) continue;
       sum_sq += grads.back().to(at::kDouble).pow(2).sum();
     }
+    if (engine_->zero_stage() >= 1) engine_->dp_group().all_reduce(sum_sq, comm::ReduceOp::Sum);
     pipe_group_.all_reduce(sum_sq, comm::ReduceOp::Sum);
     grad_norm_ = std::sqrt(sum_sq.item<double>()) / (fp16_ ? engine_->loss_scale() : 1.0);
     if (!std::isfinite(grad_norm_)) {
@@ -145,11 +147,6 @@ PipelineEngine::PipelineEngine(const models::GPTConfig& model, const Config& con
   if (zero_stage >= 2) {
     throw Error("pipeline parallelism is not supported with ZeRO stage " + std::to_string(zero_stage) +
                 " (as in DeepSpeed); use zero_optimization.stage 0 or 1")
-        .with_key("zero_optimization.stage");
-  }
-  if (zero_stage == 1 && grid_.replicas() > 1) {
-    throw Error("pipeline parallelism with " + std::to_string(grid_.replicas()) +
-                " replicas needs ZeRO stage 0: summing the tied embedding's gradient needs it whole on every rank")
         .with_key("zero_optimization.stage");
   }
   bounds_ = pipe::partition_layers(config.pipeline().partition, models::layer_parameter_counts(model), grid_.stages());

@@ -59,10 +59,10 @@ class EngineCore {
   void backward(const at::Tensor& loss);
   // Backward from explicit output gradients, not scaled (a pipeline stage that received them).
   void backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients);
-  // After a reducing backward: the reduced (data-parallel averaged) gradient of `param`, shaped like
-  // it and writable, e.g. to sum a tied weight's gradient across pipeline stages. Whole parameters
-  // only: ZeRO stage 0 (ds::Error otherwise).
-  at::Tensor reduced_gradient(const at::Tensor& param);
+  // After a reducing backward: this rank's chunk of the reduced (data-parallel averaged) gradient of
+  // `param`, flat and writable (the whole gradient under ZeRO 0), e.g. to sum a tied weight's
+  // gradient across pipeline stages: every stage cuts a parameter into the same chunks.
+  at::Tensor reduced_gradient_chunk(const at::Tensor& param);
   // Counts a micro-step; at the accumulation boundary updates the model.
   void step();
   bool is_gradient_accumulation_boundary() const;
