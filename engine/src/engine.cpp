@@ -18,16 +18,12 @@ at::ScalarType model_dtype(const Config& config) {
   return at::kFloat;
 }
 
-std::shared_ptr<comm::Backend> world_group() {
-  return comm::init_distributed("mpi");
-}
-
 }  // namespace
 
 EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::Backend> dp_group)
     : model_(std::move(model)),
       config_(std::move(config)),
-      group_(dp_group ? std::move(dp_group) : world_group()),
+      group_(dp_group ? std::move(dp_group) : comm::init_distributed("mpi")),
       schedule_(config_.scheduler(), config_.optimizer().lr),
       scaler_(config_.fp16()) {
   if (!config_.batch_resolved()) config_.resolve_batch(group_->world_size());
@@ -99,7 +95,7 @@ bool EngineCore::is_gradient_accumulation_boundary() const {
 
 EngineCore::ForwardScope::ForwardScope(EngineCore& engine)
     : hooks_(engine.coordinator_.get()),
-      timer_(engine.config_.training().wall_clock_breakdown ? &engine.timers_ : nullptr, "forward") {
+      timer_(engine.breakdown_timers(), "forward") {
   if (engine.coordinator_) engine.coordinator_->begin_forward();
 }
 
@@ -112,7 +108,7 @@ void EngineCore::backward(const at::Tensor& loss) {
 }
 
 void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients) {
-  ScopedTimer timer(config_.training().wall_clock_breakdown ? &timers_ : nullptr, "backward");
+  ScopedTimer timer(breakdown_timers(), "backward");
   reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
   // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
   // gradients as they are: the full allreduce is the traffic it exists to save.
@@ -146,7 +142,7 @@ void EngineCore::step() {
   const bool boundary = is_gradient_accumulation_boundary();
   ++micro_steps_;
   if (!boundary) return;
-  ScopedTimer timer(config_.training().wall_clock_breakdown ? &timers_ : nullptr, "step");
+  ScopedTimer timer(breakdown_timers(), "step");
   at::NoGradGuard no_grad;
   const at::Tensor& grads = reducer_->grad_shard();
   ++global_steps_;

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <functional>
+
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/zero/module.hpp"

@@ -105,6 +105,8 @@ class EngineCore {
   };
 
  private:
+  // The registry that wall_clock_breakdown fills; null when it is off.
+  TimerRegistry* breakdown_timers() { return config_.training().wall_clock_breakdown ? &timers_ : nullptr; }
   void broadcast_parameters();
   void refresh_model_from_master();
   at::Tensor gather_full(size_t param_index, const at::Tensor& shard);

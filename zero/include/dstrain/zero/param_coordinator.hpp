@@ -17,8 +17,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <algorithm>
-#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
