@@ -13,6 +13,7 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "pipeline_train.hpp"
+#include "placement.hpp"
 #include "train_report.hpp"
 
 namespace ds::app {
@@ -56,13 +57,18 @@ int run_training(const TrainOptions& options) {
   for (const std::string& assignment : options.overrides) apply_override(json, assignment);
   Config config = Config::from_json(json);
 
-  auto world = comm::init_distributed("mpi");
-  if (config.pipeline().stages.value_or(1) > 1) return run_pipeline_training(config, options, world);
   const nlohmann::json& block = config.dstrain_block();
+  const Placement placement = placement_from(block);
+  auto world = comm::init_distributed(placement.backend);
+  if (config.pipeline().stages.value_or(1) > 1) {
+    if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
+    return run_pipeline_training(config, options, world);
+  }
   const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
   torch::manual_seed(config.training().seed);
   models::GPTConfig model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));
   models::GPT model(model_config);
+  model->to(placement.device);  // built on the CPU first: the same seed gives the same weights anywhere
   auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
                                         model_config.block_size);
   auto engine = ds::initialize(model, config, world);
@@ -82,8 +88,8 @@ int run_training(const TrainOptions& options) {
     double loss_sum = 0;
     for (int a = 0; a < gas; ++a) {
       data::Batch batch = source->batch(step, a, rank, world_size, micro);
-      at::Tensor logits = engine->forward(batch.inputs);
-      at::Tensor loss = models::cross_entropy_loss(logits.to(at::kFloat), batch.targets);
+      at::Tensor logits = engine->forward(batch.inputs.to(placement.device));
+      at::Tensor loss = models::cross_entropy_loss(logits.to(at::kFloat), batch.targets.to(placement.device));
       engine->backward(loss);
       engine->step();
       loss_sum += loss.item<double>();

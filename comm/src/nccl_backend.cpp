@@ -1,6 +1,8 @@
 // NcclBackend: collectives are enqueued on the caller's current CUDA stream (as c10d's NCCL process
 // group does with its own streams), so they are ordered with the computation around them; barrier()
-// and the point where a staged copy is written back are the only host synchronizations.
+// and the point where a staged copy is written back are the only host synchronizations. CPU tensors
+// (a loss to average, a flag to agree on) are staged through this rank's GPU, as MpiBackend stages
+// CUDA tensors through the host: callers need not know the transport.
 #include "dstrain/comm/nccl_backend.hpp"
 
 #include <ATen/ATen.h>
@@ -94,7 +96,15 @@ struct NcclBackend::State {
     int devices = 0;
     check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
     if (devices == 0) throw Error("NcclBackend: no CUDA device").with_rank(bootstrap->rank());
-    device = rank_env_from_environment().local_rank % devices;
+    const RankEnv env = rank_env_from_environment();
+    // NCCL refuses two ranks on one GPU ("invalid usage"); say so, and what works instead.
+    if (env.local_size > devices)
+      throw Error(log::concat("NcclBackend: ", env.local_size, " ranks on this node share ", devices,
+                              " GPU(s), and NCCL takes one rank per GPU; start at most ", devices,
+                              " ranks per node, or use the MPI backend (dstrain.backend \"mpi\"), which stages CUDA "
+                              "tensors through host memory"))
+          .with_rank(bootstrap->rank());
+    device = env.local_rank % devices;
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
     ncclUniqueId id;
     if (bootstrap->rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -107,6 +117,7 @@ struct NcclBackend::State {
   }
 
   cudaStream_t stream() const { return c10::cuda::getCurrentCUDAStream(device).stream(); }
+  at::Device gpu() const { return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)); }
 };
 
 NcclBackend::NcclBackend() : NcclBackend(std::make_unique<State>(std::make_shared<MpiBackend>(false))) {}
@@ -119,9 +130,8 @@ int NcclBackend::world_size() const { return state_->bootstrap->world_size(); }
 void NcclBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
 std::unique_ptr<Work> NcclBackend::all_reduce_async(at::Tensor tensor, ReduceOp op) {
-  check_cuda_tensor(tensor, "tensor");
   c10::cuda::CUDAGuard guard(state_->device);
-  auto staged = std::make_shared<StagedTensor>(tensor, true);
+  auto staged = std::make_shared<StagedTensor>(tensor, state_->gpu());
   check_nccl(ncclAllReduce(staged->data(), staged->data(), tensor.numel(), nccl_type(tensor.scalar_type()),
                            nccl_op(op, tensor.scalar_type()), state_->comm, state_->stream()),
              "ncclAllReduce");
@@ -129,18 +139,16 @@ std::unique_ptr<Work> NcclBackend::all_reduce_async(at::Tensor tensor, ReduceOp 
 }
 
 void NcclBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Tensor& input) {
-  check_cuda_tensor(input, "input");
   if (static_cast<int>(outputs.size()) != world_size())
     throw Error(log::concat("all_gather: got ", outputs.size(), " outputs for ", world_size(), " ranks"));
   if (outputs[rank()].numel() != input.numel())
     throw Error("all_gather: this rank's output slot and input differ in size").with_rank(rank());
   c10::cuda::CUDAGuard guard(state_->device);
   // Unequal sizes: one broadcast per source rank, grouped into one NCCL launch.
-  const at::Tensor in = input.contiguous();
+  const at::Tensor in = input.to(state_->gpu()).contiguous();
   std::vector<StagedTensor> staged;
   for (const auto& output : outputs) {
-    check_cuda_tensor(output, "output");
-    staged.emplace_back(output, true);
+    staged.emplace_back(output, state_->gpu());
   }
   const ncclDataType_t type = nccl_type(input.scalar_type());
   check_nccl(ncclGroupStart(), "ncclGroupStart");
@@ -157,14 +165,12 @@ void NcclBackend::all_gather_into(const at::Tensor& output, const at::Tensor& in
 }
 
 std::unique_ptr<Work> NcclBackend::all_gather_into_async(at::Tensor output, at::Tensor input) {
-  check_cuda_tensor(input, "input");
-  check_cuda_tensor(output, "output");
   if (output.numel() != world_size() * input.numel())
     throw Error(log::concat("all_gather_into: output has ", output.numel(), " elements, not world size ",
                             world_size(), " x input's ", input.numel()));
   c10::cuda::CUDAGuard guard(state_->device);
-  auto in = std::make_shared<StagedTensor>(input, true);
-  auto out = std::make_shared<StagedTensor>(output, true);
+  auto in = std::make_shared<StagedTensor>(input, state_->gpu());
+  auto out = std::make_shared<StagedTensor>(output, state_->gpu());
   check_nccl(ncclAllGather(in->data(), out->data(), input.numel(), nccl_type(input.scalar_type()), state_->comm,
                            state_->stream()),
              "ncclAllGather");
@@ -172,18 +178,16 @@ std::unique_ptr<Work> NcclBackend::all_gather_into_async(at::Tensor output, at::
 }
 
 void NcclBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
-  check_cuda_tensor(output, "output");
   if (static_cast<int>(inputs.size()) != world_size())
     throw Error(log::concat("reduce_scatter: got ", inputs.size(), " inputs for ", world_size(), " ranks"));
   if (inputs[rank()].numel() != output.numel())
     throw Error("reduce_scatter: this rank's input part and output differ in size").with_rank(rank());
   c10::cuda::CUDAGuard guard(state_->device);
   // Unequal sizes: one reduce per destination rank, grouped into one NCCL launch.
-  StagedTensor out(output, true);
+  StagedTensor out(output, state_->gpu());
   std::vector<at::Tensor> in;
   for (const auto& input : inputs) {
-    check_cuda_tensor(input, "input");
-    in.push_back(input.contiguous());
+    in.push_back(input.to(state_->gpu()).contiguous());
   }
   const ncclDataType_t type = nccl_type(output.scalar_type());
   const ncclRedOp_t nop = nccl_op(op, output.scalar_type());
@@ -201,14 +205,12 @@ void NcclBackend::reduce_scatter_into(const at::Tensor& output, const at::Tensor
 }
 
 std::unique_ptr<Work> NcclBackend::reduce_scatter_into_async(at::Tensor output, at::Tensor input, ReduceOp op) {
-  check_cuda_tensor(input, "input");
-  check_cuda_tensor(output, "output");
   if (input.numel() != world_size() * output.numel())
     throw Error(log::concat("reduce_scatter_into: input has ", input.numel(), " elements, not world size ",
                             world_size(), " x output's ", output.numel()));
   c10::cuda::CUDAGuard guard(state_->device);
-  auto in = std::make_shared<StagedTensor>(input, true);
-  auto out = std::make_shared<StagedTensor>(output, true);
+  auto in = std::make_shared<StagedTensor>(input, state_->gpu());
+  auto out = std::make_shared<StagedTensor>(output, state_->gpu());
   check_nccl(ncclReduceScatter(in->data(), out->data(), output.numel(), nccl_type(output.scalar_type()),
                                nccl_op(op, output.scalar_type()), state_->comm, state_->stream()),
              "ncclReduceScatter");
@@ -216,9 +218,8 @@ std::unique_ptr<Work> NcclBackend::reduce_scatter_into_async(at::Tensor output, 
 }
 
 void NcclBackend::broadcast(const at::Tensor& tensor, int src) {
-  check_cuda_tensor(tensor, "tensor");
   c10::cuda::CUDAGuard guard(state_->device);
-  StagedTensor staged(tensor, true);
+  StagedTensor staged(tensor, state_->gpu());
   check_nccl(ncclBroadcast(staged.data(), staged.data(), tensor.numel(), nccl_type(tensor.scalar_type()), src,
                            state_->comm, state_->stream()),
              "ncclBroadcast");
@@ -226,17 +227,15 @@ void NcclBackend::broadcast(const at::Tensor& tensor, int src) {
 }
 
 void NcclBackend::send(const at::Tensor& tensor, int dst, int /*tag: NCCL matches by order*/) {
-  check_cuda_tensor(tensor, "tensor");
   c10::cuda::CUDAGuard guard(state_->device);
-  const at::Tensor in = tensor.contiguous();
+  const at::Tensor in = tensor.to(state_->gpu()).contiguous();
   check_nccl(ncclSend(in.data_ptr(), in.numel(), nccl_type(in.scalar_type()), dst, state_->comm, state_->stream()),
              "ncclSend");
 }
 
 void NcclBackend::recv(const at::Tensor& tensor, int src, int /*tag*/) {
-  check_cuda_tensor(tensor, "tensor");
   c10::cuda::CUDAGuard guard(state_->device);
-  StagedTensor staged(tensor, true);
+  StagedTensor staged(tensor, state_->gpu());
   check_nccl(ncclRecv(staged.data(), tensor.numel(), nccl_type(tensor.scalar_type()), src, state_->comm,
                       state_->stream()),
              "ncclRecv");

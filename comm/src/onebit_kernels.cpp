@@ -36,7 +36,7 @@ void parallel_ranges(int64_t n, const Body& body) {
     body(0, n, 0);
     return;
   }
-  const int64_t per_thread = (n / threads + 7) / 8 * 8;
+  const int64_t per_thread = ((n + threads - 1) / threads + 7) / 8 * 8;  // the ranges cover all of n
   std::vector<std::thread> pool;
   pool.reserve(threads - 1);
   for (int64_t t = 1; t < threads; ++t) {

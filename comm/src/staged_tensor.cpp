@@ -4,12 +4,12 @@
 
 namespace ds::comm {
 
-StagedTensor::StagedTensor(const at::Tensor& user, bool device_ok) : user_(user) {
-  if (!device_ok)
-    work_ = user.to(at::kCPU).contiguous();
-  else
-    work_ = user.contiguous();
+StagedTensor::StagedTensor(const at::Tensor& user, at::Device device) : user_(user) {
+  work_ = user.to(device).contiguous();
 }
+
+StagedTensor::StagedTensor(const at::Tensor& user, bool device_ok)
+    : StagedTensor(user, device_ok ? user.device() : at::Device(at::kCPU)) {}
 
 void StagedTensor::copy_back() const {
   if (!work_.is_same(user_)) user_.copy_(work_);

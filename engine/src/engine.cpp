@@ -46,9 +46,11 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   if (params_.empty()) throw Error("the model has no trainable parameters");
   broadcast_parameters();
 
+  // Every piece of model state lives where the model does (the user moved it there, e.g. cuda:N).
+  const at::Device device = params_.front().device();
   const int partitions = stage >= 1 ? group_->world_size() : 1;
   layout_ = std::make_unique<zero::ShardLayout>(params_, partitions, stage >= 1 ? group_->rank() : 0);
-  master_ = at::empty({layout_->shard_numel()}, at::kFloat);
+  master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
   {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i)
@@ -64,14 +66,15 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
                                                      zero.overlap_comm, std::move(on_taken));
   if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
   optimizer_ = config_.optimizer().type == OptimizerType::OneBitAdam
-                   ? std::make_unique<OneBitAdamShardOptimizer>(config_.optimizer(), layout_->shard_numel(), *group_)
-                   : make_shard_optimizer(config_.optimizer(), layout_->shard_numel());
+                   ? std::make_unique<OneBitAdamShardOptimizer>(config_.optimizer(), layout_->shard_numel(), device,
+                                                                *group_)
+                   : make_shard_optimizer(config_.optimizer(), layout_->shard_numel(), device);
   lr_ = schedule_.lr(0);
 
   log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
             group_->world_size(), ", train_batch_size ", train_batch_size(), " = micro ",
             train_micro_batch_size_per_gpu(), " x accumulation ", gradient_accumulation_steps(), " x ranks ",
-            group_->world_size(), ", dtype ", c10::toString(model_dtype(config_)));
+            group_->world_size(), ", dtype ", c10::toString(model_dtype(config_)), ", device ", device.str());
 }
 
 EngineCore::~EngineCore() = default;
@@ -125,7 +128,7 @@ at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
 }
 
 bool EngineCore::any_overflow(const at::Tensor& grads) {
-  at::Tensor flag = at::full({1}, grads.isfinite().all().item<bool>() ? 0.0f : 1.0f);
+  at::Tensor flag = grads.isfinite().all().logical_not().to(at::kFloat).reshape({1});
   group_->all_reduce(flag, comm::ReduceOp::Max);
   return flag.item<float>() > 0;
 }

@@ -19,15 +19,15 @@ OptimizerConfig without_bias_correction(OptimizerConfig config) {
 }  // namespace
 
 OneBitAdamShardOptimizer::OneBitAdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel,
-                                                   comm::Backend& group)
-    : adam_(without_bias_correction(config), shard_numel, /*decoupled=*/true),
+                                                   at::Device device, comm::Backend& group)
+    : adam_(without_bias_correction(config), shard_numel, device, /*decoupled=*/true),
       group_(group),
       freeze_step_(config.freeze_step),
       beta1_(config.betas[0]),
       local_rank_(rank_env_from_environment().local_rank) {
   const comm::onebit::Layout layout = comm::onebit::layout_for(shard_numel, group.world_size());
-  worker_error_ = at::zeros({layout.padded}, at::kFloat);
-  server_error_ = at::zeros({layout.chunk}, at::kFloat);
+  worker_error_ = at::zeros({layout.padded}, at::dtype(at::kFloat).device(device));
+  server_error_ = at::zeros({layout.chunk}, at::dtype(at::kFloat).device(device));
   // DeepSpeed builds a backend of its own from comm_backend_name and cuda_aware; here the momentum
   // travels over the engine's data-parallel group, so a transport that group is not can only be noted.
   const char* transport = dynamic_cast<comm::MpiBackend*>(&group) ? "mpi" : "nccl";

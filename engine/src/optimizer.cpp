@@ -8,25 +8,27 @@
 
 namespace ds {
 
-std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel) {
+std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel,
+                                                     at::Device device) {
   switch (config.type) {
     case OptimizerType::Adam:
-      return std::make_unique<AdamShardOptimizer>(config, shard_numel, config.adam_w_mode);
+      return std::make_unique<AdamShardOptimizer>(config, shard_numel, device, config.adam_w_mode);
     case OptimizerType::AdamW:
-      return std::make_unique<AdamShardOptimizer>(config, shard_numel, true);
+      return std::make_unique<AdamShardOptimizer>(config, shard_numel, device, true);
     case OptimizerType::SGD:
-      return std::make_unique<SgdShardOptimizer>(config, shard_numel);
+      return std::make_unique<SgdShardOptimizer>(config, shard_numel, device);
     default:
       throw Error(std::string("optimizer type '") + to_string(config.type) + "' has no shard optimizer")
           .with_key("optimizer.type");
   }
 }
 
-AdamShardOptimizer::AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, bool decoupled)
+AdamShardOptimizer::AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device,
+                                       bool decoupled)
     : config_(config),
       decoupled_(decoupled),
-      exp_avg_(at::zeros({shard_numel}, at::kFloat)),
-      exp_avg_sq_(at::zeros({shard_numel}, at::kFloat)) {}
+      exp_avg_(at::zeros({shard_numel}, at::dtype(at::kFloat).device(device))),
+      exp_avg_sq_(at::zeros({shard_numel}, at::dtype(at::kFloat).device(device))) {}
 
 void AdamShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) {
   const auto [beta1, beta2] = config_.betas;
@@ -51,8 +53,8 @@ std::vector<std::pair<std::string, at::Tensor>> AdamShardOptimizer::state() {
   return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
 }
 
-SgdShardOptimizer::SgdShardOptimizer(const OptimizerConfig& config, int64_t shard_numel)
-    : config_(config), momentum_buffer_(at::zeros({shard_numel}, at::kFloat)) {}
+SgdShardOptimizer::SgdShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device)
+    : config_(config), momentum_buffer_(at::zeros({shard_numel}, at::dtype(at::kFloat).device(device))) {}
 
 void SgdShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) {
   at::Tensor grad = config_.weight_decay != 0 ? grads.add(params, config_.weight_decay) : grads;

@@ -27,7 +27,9 @@ bool positive_sign(float x) { return std::isnan(x) || x >= 0.0f; }
 bool bit_of(const std::vector<uint8_t>& packed, int64_t i) { return (packed[i / 8] >> (7 - i % 8)) & 1; }
 
 // Lengths around byte boundaries, and one large enough to be split across threads.
-const std::vector<int64_t> kLengths = {0, 1, 7, 8, 9, 15, 17, 63, 1001, (int64_t{1} << 20) + 3};
+// The long lengths split over threads: 2^19 + 1 leaves one value past two ranges of 2^18 (two threads),
+// 2^20 + 3 three values past four (four or more threads).
+const std::vector<int64_t> kLengths = {0, 1, 7, 8, 9, 15, 17, 63, 1001, (int64_t{1} << 19) + 1, (int64_t{1} << 20) + 3};
 
 // What a compression step must do to values v (already including the error): the scale from a
 // plain double sum, then the error and the signs one value at a time.

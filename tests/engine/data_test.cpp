@@ -6,6 +6,7 @@
 #include "dstrain/engine/data/token_file.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 
 #include <unistd.h>
 
@@ -34,7 +35,7 @@ class TempDir {
     if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }
-  ~TempDir() { fs::remove_all(path_); }
+  ~TempDir() { ds::remove_tree(path_.string()); }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
 
  private:

@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <random>
 #include <stdexcept>
+
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 
 namespace ds::io::testing {
 
@@ -30,8 +32,11 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
+  try {
+    ds::remove_tree(path_);
+  } catch (const ds::Error&) {
+    // A destructor must not throw; a folder left in TMPDIR harms no later test.
+  }
 }
 
 Bytes random_bytes(size_t count, uint64_t seed) {

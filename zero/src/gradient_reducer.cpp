@@ -28,7 +28,7 @@ class GradientReadyHook : public torch::autograd::FunctionPostHook {
 GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
                                  int64_t bucket_numel, bool overlap, TakenFn on_taken)
     : params_(std::move(params)), layout_(layout), group_(group), overlap_(overlap), on_taken_(std::move(on_taken)) {
-  grad_shard_ = at::zeros({layout_.shard_numel()}, at::kFloat);
+  grad_shard_ = at::zeros({layout_.shard_numel()}, at::dtype(at::kFloat).device(params_.front().device()));
   bucket_of_.resize(params_.size());
   delivered_.assign(params_.size(), false);
 
@@ -87,7 +87,7 @@ void GradientReducer::on_gradient(size_t i) {
 void GradientReducer::pack(size_t i, const at::Tensor& grad) {
   Bucket& bucket = buckets_[bucket_of_[i]];
   const int64_t width = bucket.shard_end - bucket.shard_begin;
-  if (!bucket.buffer.defined()) bucket.buffer = at::zeros({layout_.partitions() * width}, at::kFloat);
+  if (!bucket.buffer.defined()) bucket.buffer = at::zeros({layout_.partitions() * width}, grad_shard_.options());
   if (!grad.defined()) return;  // an unused parameter contributes zeros
   const ParamSlot& slot = layout_.slot(i);
   const int64_t offset = slot.shard_offset - bucket.shard_begin;
@@ -112,7 +112,7 @@ void GradientReducer::launch(Bucket& bucket) {
     bucket.result = bucket.buffer;
     bucket.work = group_.all_reduce_async(bucket.buffer, comm::ReduceOp::Avg);
   } else {
-    bucket.result = at::empty({bucket.shard_end - bucket.shard_begin}, at::kFloat);
+    bucket.result = at::empty({bucket.shard_end - bucket.shard_begin}, grad_shard_.options());
     bucket.work = group_.reduce_scatter_into_async(bucket.result, bucket.buffer, comm::ReduceOp::Avg);
   }
   if (!overlap_) complete(bucket);

@@ -29,7 +29,7 @@ namespace ds {
 class OneBitAdamShardOptimizer : public ShardOptimizer {
  public:
   // group: the data-parallel group the momentum is averaged over (the engine's).
-  OneBitAdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, comm::Backend& group);
+  OneBitAdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device, comm::Backend& group);
 
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
   // exp_avg, exp_avg_sq: shard-shaped, averaged across the group, the same on every rank.

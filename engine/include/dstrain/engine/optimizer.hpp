@@ -33,14 +33,16 @@ class ShardOptimizer {
   virtual bool needs_reduced_gradients(int64_t /*step*/) const { return true; }
 };
 
-// Adam, AdamW or SGD from the config; OneBitAdam is built by the engine (it needs the group).
-std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel);
+// Adam, AdamW or SGD from the config, its state on `device` (the master shard's); OneBitAdam is built
+// by the engine (it needs the group).
+std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel,
+                                                     at::Device device);
 
 // Adam as torch.optim.Adam/AdamW: decoupled weight decay when `decoupled` (AdamW, and DeepSpeed's
 // "Adam" with adam_w_mode), L2 added to the gradient otherwise.
 class AdamShardOptimizer : public ShardOptimizer {
  public:
-  AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, bool decoupled);
+  AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device, bool decoupled);
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
   std::vector<std::pair<std::string, at::Tensor>> state() override;
   // Adam's update with the given first and second moments, shared with OneBitAdam.
@@ -59,7 +61,7 @@ class AdamShardOptimizer : public ShardOptimizer {
 // torch.optim.SGD: momentum, dampening, nesterov, L2 weight decay.
 class SgdShardOptimizer : public ShardOptimizer {
  public:
-  SgdShardOptimizer(const OptimizerConfig& config, int64_t shard_numel);
+  SgdShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device);
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
   std::vector<std::pair<std::string, at::Tensor>> state() override;
 
