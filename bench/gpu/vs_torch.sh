@@ -21,13 +21,15 @@ dstrain_tokens() {  # layer head embd ctx vocab micro dtype stage
   mpirun -np 1 "$DSTRAIN" --config "$ROOT/bench/gpu/gpt.json" --steps $((STEPS + WARMUP)) --metrics "$metrics" \
     --set dstrain.model.n_layer=$1 --set dstrain.model.n_head=$2 --set dstrain.model.n_embd=$3 \
     --set dstrain.model.block_size=$4 --set dstrain.model.vocab_size=$5 --set train_micro_batch_size_per_gpu=$6 \
-    $([ "$7" = bf16 ] && echo --set bf16.enabled=true) --set zero_optimization.stage=$8 >/dev/null
+    $([ "$7" = bf16 ] && echo --set bf16.enabled=true) --set zero_optimization.stage=$8 >"$work/log" 2>&1 \
+    || { echo "dstrain failed:" >&2; tail -5 "$work/log" >&2; echo nan; return; }
   tail -n +$((WARMUP + 1)) "$metrics" | sed 's/.*"tokens_per_sec":\([0-9.e+]*\).*/\1/' | median
 }
 
 peer_tokens() {
   python3 "$ROOT/bench/gpu/torch_peer.py" --n_layer $1 --n_head $2 --n_embd $3 --block_size $4 --vocab_size $5 \
-    --micro $6 --dtype $7 --steps $STEPS --warmup $WARMUP | awk '{print $2}'
+    --micro $6 --dtype $7 --steps $STEPS --warmup $WARMUP 2>"$work/peer.log" | awk '{print $2}' | grep . \
+    || { echo "torch_peer.py failed:" >&2; tail -5 "$work/peer.log" >&2; echo nan; }
 }
 
 printf "| model (layers x width, ctx, vocab, micro) | dtype | ZeRO | dstrain tokens/s | PyTorch tokens/s | ratio |\n"
