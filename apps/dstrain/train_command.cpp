@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
@@ -46,6 +47,10 @@ void add_train_options(CLI::App& app, TrainOptions& options) {
   app.add_option("--save-dir", options.save_dir, "write a checkpoint here at the end of training");
   app.add_flag("--resume", options.resume, "continue from the latest checkpoint in --save-dir");
   app.add_option("--metrics", options.metrics_path, "append one JSON line per step to this file (rank 0)");
+  app.add_option("--comm-timeout", options.comm_timeout_seconds,
+                 "seconds any collective or point-to-point wait may last before the job is ended, naming the "
+                 "call and the ranks that never arrived (default 1800, as DeepSpeed)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--set", options.overrides,
                  "override a config key: --set dstrain.model.n_layer=4 --set zero_optimization.stage=2");
 }
@@ -59,7 +64,8 @@ int run_training(const TrainOptions& options) {
 
   const nlohmann::json& block = config.dstrain_block();
   const Placement placement = placement_from(block);
-  auto world = comm::init_distributed(placement.backend);
+  auto world = comm::init_distributed(
+      placement.backend, std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options.comm_timeout_seconds * 1000))));
   if (config.pipeline().stages.value_or(1) > 1) {
     if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
     return run_pipeline_training(config, options, world);

@@ -15,6 +15,7 @@ struct TrainOptions {
   bool resume = false;
   std::string metrics_path;
   std::vector<std::string> overrides;  // "a.b.c=value" (value parsed as JSON, else a string)
+  double comm_timeout_seconds = 1800;  // any wait in communication longer than this ends the job
 };
 
 void add_train_options(CLI::App& app, TrainOptions& options);

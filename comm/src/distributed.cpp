@@ -41,8 +41,8 @@ bool mpi_running() {
   abort_job(what);
 }
 
-std::shared_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "mpi") return std::make_shared<MpiBackend>(/*cuda_aware=*/false);
+std::shared_ptr<Backend> make_backend(const std::string& name, std::chrono::milliseconds timeout) {
+  if (name == "mpi") return std::make_shared<MpiBackend>(/*cuda_aware=*/false, timeout);
 #ifdef DSTRAIN_WITH_NCCL
   if (name == "nccl") return std::make_shared<NcclBackend>();
 #else
@@ -53,14 +53,15 @@ std::shared_ptr<Backend> make_backend(const std::string& name) {
 
 }  // namespace
 
-std::shared_ptr<Backend> init_distributed(const std::string& backend_name) {
+std::shared_ptr<Backend> init_distributed(const std::string& backend_name, std::chrono::milliseconds timeout) {
   if (g_world) {
     if (backend_name != g_world_name)
       throw Error("init_distributed('" + backend_name + "') after the world was initialized with '" + g_world_name +
                   "'");
     return g_world;
   }
-  g_world = make_backend(backend_name);
+  if (timeout.count() <= 0) throw Error(log::concat("init_distributed: the timeout must be positive, got ", timeout.count(), " ms"));
+  g_world = make_backend(backend_name, timeout);
   g_world_name = backend_name;
   log::set_rank(g_world->rank());
   std::set_terminate(abort_on_terminate);

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <climits>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <utility>
@@ -9,8 +11,10 @@
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "mpi_argument_check.hpp"
 #include "mpi_errors.hpp"
 #include "mpi_float16_ops.hpp"
+#include "mpi_watchdog.hpp"
 #include "staged_tensor.hpp"
 
 namespace ds::comm {
@@ -30,6 +34,12 @@ MPI_Comm duplicate_world() {
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (provided < MPI_THREAD_SERIALIZED)
       log::warn("MPI provides thread level ", provided, " only; dstrain calls MPI from one thread at a time");
+    // What dstrain brought up it takes down: a program that returns from main without finalize()
+    // must not look to mpirun like a rank that died.
+    std::atexit([] { finalize(); });
+    // Open MPI reports an error of a nonblocking collective's request (a truncation when ranks
+    // disagree on sizes) on MPI_COMM_WORLD, whose default handler would kill the job first.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   } else if (mpi_finalized()) {
     throw Error("MpiBackend created after MPI was finalized");
   }
@@ -88,12 +98,29 @@ std::string first_problem(std::initializer_list<std::string> problems) {
   return "";
 }
 
+// A tensor too large for MPI's int counts, or "".
+std::string count_problem(const at::Tensor& t, const std::string& role) {
+  if (!t.defined() || t.numel() <= INT_MAX) return "";
+  return log::concat(role, " has ", t.numel(), " elements, more than an MPI count can hold (", INT_MAX, ")");
+}
+
 int64_t numel_or_missing(const at::Tensor& t) { return t.defined() ? t.numel() : -1; }
 int64_t dtype_or_missing(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1; }
 
+uint64_t hash_of(const std::string& text) {  // FNV-1a
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
 class MpiWork final : public Work {
  public:
-  MpiWork(MPI_Request request, std::function<void()> finish) : request_(request), finish_(std::move(finish)) {}
+  MpiWork(MpiBackend& backend, std::unique_ptr<ArgumentCheck> check, MPI_Request request,
+          std::vector<at::Tensor> buffers, std::function<void()> finish)
+      : backend_(backend), check_(std::move(check)), request_(request), buffers_(std::move(buffers)),
+        finish_(std::move(finish)) {}
   // MPI may still be writing into the tensors: an unwaited handle waits before it lets them go.
   ~MpiWork() override {
     if (done_) return;
@@ -106,57 +133,113 @@ class MpiWork final : public Work {
   void wait() override {
     if (done_) return;
     done_ = true;
-    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    backend_.finish(*check_, request_, std::move(buffers_));
     finish_();
   }
 
  private:
+  MpiBackend& backend_;
+  std::unique_ptr<ArgumentCheck> check_;
   MPI_Request request_;
+  std::vector<at::Tensor> buffers_;
   std::function<void()> finish_;
   bool done_ = false;
 };
 
-}  // namespace
+MpiBackend::MpiBackend(bool cuda_aware, std::chrono::milliseconds timeout)
+    : MpiBackend(duplicate_world(), cuda_aware, nullptr, "world") {
+  if (timeout.count() <= 0) throw Error(log::concat("MpiBackend: the timeout must be positive, got ", timeout.count(), " ms"));
+  watchdog_ = std::make_shared<Watchdog>(timeout);
+  watchdog_->register_group(id_, &posted_calls_);
+}
 
-MpiBackend::MpiBackend(bool cuda_aware) : MpiBackend(duplicate_world(), cuda_aware) {}
-
-MpiBackend::MpiBackend(MPI_Comm comm, bool cuda_aware) : comm_(comm), cuda_aware_(cuda_aware) {
+MpiBackend::MpiBackend(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog> watchdog, std::string label)
+    : comm_(comm), watchdog_(std::move(watchdog)), label_(std::move(label)), id_(hash_of(label_)),
+      cuda_aware_(cuda_aware) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &world_size_);
+  MPI_Comm_dup(comm_, &check_comm_);
+  MPI_Comm_set_errhandler(check_comm_, MPI_ERRORS_RETURN);
+  MPI_Group group, world_group;
+  MPI_Comm_group(comm_, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  std::vector<int> ranks(world_size_);
+  for (int r = 0; r < world_size_; ++r) ranks[r] = r;
+  world_ranks_.resize(world_size_);
+  MPI_Group_translate_ranks(group, world_size_, ranks.data(), world_group, world_ranks_.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  for (int r = 0; r < world_size_; ++r)
+    if (r != rank_) peers_.push_back(world_ranks_[r]);
+  if (watchdog_) watchdog_->register_group(id_, &posted_calls_);
   bfloat16_ops_ = create_bfloat16_ops();
   float16_ops_ = create_float16_ops();
 }
 
 MpiBackend::~MpiBackend() {
+  if (watchdog_) watchdog_->unregister_group(id_);
   if (mpi_finalized()) return;  // MPI_Finalize already released everything
   free_float16_ops(bfloat16_ops_);
   free_float16_ops(float16_ops_);
+  MPI_Comm_free(&check_comm_);
   MPI_Comm_free(&comm_);
 }
 
-void MpiBackend::agree(const char* collective, std::vector<int64_t> values, const std::string& description,
-                       const std::string& problem) const {
-  // One MAX-allreduce answers both questions: max(v) == -max(-v) iff all ranks agree on v.
-  const size_t n = values.size();
-  std::vector<int64_t> local(2 * n + 1), global(2 * n + 1);
-  for (size_t i = 0; i < n; ++i) {
-    local[i] = values[i];
-    local[n + i] = -values[i];
-  }
-  local[2 * n] = problem.empty() ? 0 : 1;
-  check_mpi(MPI_Allreduce(local.data(), global.data(), static_cast<int>(local.size()), MPI_INT64_T, MPI_MAX, comm_),
-            "MPI_Allreduce");
-  if (!problem.empty()) throw Error(std::string(collective) + ": " + problem).with_rank(rank_);
-  if (global[2 * n] != 0)
-    throw Error(std::string(collective) + ": another rank passed invalid arguments (see its error); this rank passed " +
-                description)
+void MpiBackend::check_usable(const char* collective) const {
+  if (!unusable_.empty())
+    throw Error(std::string(collective) + ": group " + label_ + " is unusable since an earlier call failed: " +
+                unusable_)
         .with_rank(rank_);
-  for (size_t i = 0; i < n; ++i)
-    if (global[i] != -global[n + i])
-      throw Error(std::string(collective) + ": ranks pass tensors of different sizes or dtypes; this rank passed " +
-                  description)
-          .with_rank(rank_);
+}
+
+std::unique_ptr<ArgumentCheck> MpiBackend::begin(const char* collective, const std::vector<int64_t>& values,
+                                                 std::string description, const std::string& problem) {
+  check_usable(collective);
+  auto check = std::make_unique<ArgumentCheck>(collective, ++posted_calls_, values, std::move(description),
+                                               !problem.empty(), check_comm_);
+  if (problem.empty()) return check;
+  // Ranks that found no problem have started the data call, which now never completes.
+  watchdog_->wait({std::string(collective) + "'s argument check", id_, &label_, check->call(), &peers_},
+                  [&] { return check->test(); });
+  const std::string message = std::string(collective) + ": " + problem;
+  if (!check->every_rank_problem()) unusable_ = message;
+  throw Error(message).with_rank(rank_);
+}
+
+void MpiBackend::finish(ArgumentCheck& check, MPI_Request& request, std::vector<at::Tensor> buffers) {
+  bool data_done = false;
+  int data_rc = MPI_SUCCESS;
+  std::string disagreement;
+  watchdog_->wait({check.collective(), id_, &label_, check.call(), &peers_}, [&] {
+    if (check.test()) {
+      disagreement = check.disagreement();
+      if (!disagreement.empty()) return true;
+    }
+    if (!data_done) {
+      int flag = 0;
+      data_rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+      data_done = flag != 0 || data_rc != MPI_SUCCESS;
+    }
+    return data_done && check.done();
+  });
+  if (!disagreement.empty()) {
+    if (!data_done) abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
+    unusable_ = disagreement;
+    throw Error(disagreement).with_rank(rank_);
+  }
+  check_mpi(data_rc, check.collective());
+}
+
+void MpiBackend::wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
+                      const char* mpi_call) {
+  int rc = MPI_SUCCESS;
+  watchdog_->wait({what, id_, &label_, call, &peers}, [&] {
+    int flag = 0;
+    rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+    return flag != 0 || rc != MPI_SUCCESS;
+  });
+  check_mpi(rc, mpi_call);
 }
 
 bool MpiBackend::reachable(const at::Tensor& tensor) const {
@@ -175,32 +258,33 @@ MPI_Op MpiBackend::mpi_op(ReduceOp op, at::ScalarType dtype) const {
   throw Error("unknown reduce op");
 }
 
-void MpiBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) {
-  agree("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
-        first_problem({tensor_problem(tensor, "tensor"), op_problem(op, tensor)}));
-  StagedTensor staged(tensor, reachable(tensor));
-  const auto dtype = tensor.scalar_type();
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, staged.data(), mpi_count(tensor.numel(), "all_reduce tensor"), mpi_type(dtype),
-                          mpi_op(op, dtype), comm_),
-            "MPI_Allreduce");
-  if (op == ReduceOp::Avg) staged.tensor().div_(world_size_);
-  staged.copy_back();
+void MpiBackend::posted(ArgumentCheck& check, int rc, const char* mpi_call) {
+  if (rc == MPI_SUCCESS) return;
+  // The check is in flight on every rank and completes; the data call is in an unknown state.
+  watchdog_->wait({check.collective(), id_, &label_, check.call(), &peers_}, [&] { return check.test(); });
+  unusable_ = std::string(check.collective()) + ": " + mpi_call + " failed";
+  check_mpi(rc, mpi_call);
 }
 
+void MpiBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
+
 std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp op) {
-  agree("all_reduce_async", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
-        first_problem({tensor_problem(tensor, "tensor"), op_problem(op, tensor)}));
+  auto check = begin("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
+                     first_problem({tensor_problem(tensor, "tensor"), op_problem(op, tensor),
+                                    count_problem(tensor, "tensor")}));
   auto staged = std::make_shared<StagedTensor>(tensor, reachable(tensor));
   const auto dtype = tensor.scalar_type();
-  MPI_Request request;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, staged->data(), mpi_count(tensor.numel(), "all_reduce tensor"),
-                           mpi_type(dtype), mpi_op(op, dtype), comm_, &request),
-            "MPI_Iallreduce");
+  MPI_Request request = MPI_REQUEST_NULL;
+  posted(*check,
+         MPI_Iallreduce(MPI_IN_PLACE, staged->data(), static_cast<int>(tensor.numel()), mpi_type(dtype),
+                        mpi_op(op, dtype), comm_, &request),
+         "MPI_Iallreduce");
   const int world = world_size_;
-  return std::make_unique<MpiWork>(request, [staged, op, world] {
-    if (op == ReduceOp::Avg) staged->tensor().div_(world);
-    staged->copy_back();
-  });
+  return std::make_unique<MpiWork>(*this, std::move(check), request, std::vector<at::Tensor>{staged->tensor()},
+                                   [staged, op, world] {
+                                     if (op == ReduceOp::Avg) staged->tensor().div_(world);
+                                     staged->copy_back();
+                                   });
 }
 
 void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Tensor& input) {
@@ -208,32 +292,37 @@ void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Te
   if (problem.empty() && static_cast<int>(outputs.size()) != world_size_)
     problem = log::concat("got ", outputs.size(), " output tensors for ", world_size_, " ranks");
   std::vector<int64_t> values(world_size_ + 1, -1);
+  int64_t total = 0;
   for (int r = 0; r < world_size_ && r < static_cast<int>(outputs.size()); ++r) {
     values[r] = numel_or_missing(outputs[r]);
     if (problem.empty() && (!outputs[r].defined() || outputs[r].scalar_type() != input.scalar_type()))
       problem = log::concat("outputs[", r, "] is ", shape_of(outputs[r]), " but the input is ", shape_of(input));
+    if (problem.empty()) total += outputs[r].numel();
   }
   values[world_size_] = dtype_or_missing(input);
   if (problem.empty() && outputs[rank_].numel() != input.numel())
     problem = log::concat("outputs[", rank_, "] (this rank's slot) is ", shape_of(outputs[rank_]), " but the input is ",
                           shape_of(input));
-  agree("all_gather", values, "input " + shape_of(input), problem);
+  if (problem.empty() && total > INT_MAX)
+    problem = log::concat("the outputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
+  auto check = begin("all_gather", values, "input " + shape_of(input), problem);
 
   std::vector<int> counts(world_size_), displacements(world_size_);
-  int64_t total = 0;
-  for (int r = 0; r < world_size_; ++r) {
-    displacements[r] = mpi_count(total, "all_gather output");
-    counts[r] = mpi_count(outputs[r].numel(), "all_gather output");
-    total += outputs[r].numel();
+  for (int r = 0, offset = 0; r < world_size_; ++r) {
+    displacements[r] = offset;
+    counts[r] = static_cast<int>(outputs[r].numel());
+    offset += counts[r];
   }
-  mpi_count(total, "all_gather output");
   StagedTensor in(input, reachable(input));
   const auto device = reachable(input) ? input.device() : at::Device(at::kCPU);
   at::Tensor gathered = at::empty({total}, input.options().device(device));
   const MPI_Datatype type = mpi_type(input.scalar_type());
-  check_mpi(MPI_Allgatherv(in.data(), counts[rank_], type, gathered.data_ptr(), counts.data(), displacements.data(),
-                           type, comm_),
-            "MPI_Allgatherv");
+  MPI_Request request = MPI_REQUEST_NULL;
+  posted(*check,
+         MPI_Iallgatherv(in.data(), counts[rank_], type, gathered.data_ptr(), counts.data(), displacements.data(),
+                         type, comm_, &request),
+         "MPI_Iallgatherv");
+  finish(*check, request, {in.tensor(), gathered});
   for (int r = 0; r < world_size_; ++r)
     outputs[r].copy_(gathered.narrow(0, displacements[r], counts[r]).view(outputs[r].sizes()));
 }
@@ -247,33 +336,28 @@ std::string gather_into_problem(const at::Tensor& output, const at::Tensor& inpu
   if (problem.empty() && output.numel() != world * input.numel())
     problem = log::concat("output has ", output.numel(), " elements, not world size ", world, " x input's ",
                           input.numel());
-  return problem;
+  return first_problem({problem, count_problem(output, "output")});
 }
 
 }  // namespace
 
 void MpiBackend::all_gather_into(const at::Tensor& output, const at::Tensor& input) {
-  agree("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)}, "input " + shape_of(input),
-        gather_into_problem(output, input, world_size_));
-  StagedTensor in(input, reachable(input)), out(output, reachable(output));
-  const MPI_Datatype type = mpi_type(input.scalar_type());
-  const int count = mpi_count(input.numel(), "all_gather_into input");
-  mpi_count(output.numel(), "all_gather_into output");
-  check_mpi(MPI_Allgather(in.data(), count, type, out.data(), count, type, comm_), "MPI_Allgather");
-  out.copy_back();
+  all_gather_into_async(output, input)->wait();
 }
 
 std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::Tensor input) {
-  agree("all_gather_into_async", {numel_or_missing(input), dtype_or_missing(input)}, "input " + shape_of(input),
-        gather_into_problem(output, input, world_size_));
+  auto check = begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)},
+                     "input " + shape_of(input), gather_into_problem(output, input, world_size_));
   auto in = std::make_shared<StagedTensor>(input, reachable(input));
   auto out = std::make_shared<StagedTensor>(output, reachable(output));
   const MPI_Datatype type = mpi_type(input.scalar_type());
-  const int count = mpi_count(input.numel(), "all_gather_into input");
-  mpi_count(output.numel(), "all_gather_into output");
-  MPI_Request request;
-  check_mpi(MPI_Iallgather(in->data(), count, type, out->data(), count, type, comm_, &request), "MPI_Iallgather");
-  return std::make_unique<MpiWork>(request, [in, out] { out->copy_back(); });
+  const int count = static_cast<int>(input.numel());
+  MPI_Request request = MPI_REQUEST_NULL;
+  posted(*check, MPI_Iallgather(in->data(), count, type, out->data(), count, type, comm_, &request),
+         "MPI_Iallgather");
+  return std::make_unique<MpiWork>(*this, std::move(check), request,
+                                   std::vector<at::Tensor>{in->tensor(), out->tensor()},
+                                   [in, out] { out->copy_back(); });
 }
 
 void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
@@ -281,31 +365,37 @@ void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::
   if (problem.empty() && static_cast<int>(inputs.size()) != world_size_)
     problem = log::concat("got ", inputs.size(), " input tensors for ", world_size_, " ranks");
   std::vector<int64_t> values(world_size_ + 1, -1);
+  int64_t total = 0;
   for (int r = 0; r < world_size_ && r < static_cast<int>(inputs.size()); ++r) {
     values[r] = numel_or_missing(inputs[r]);
     if (problem.empty() && (!inputs[r].defined() || inputs[r].scalar_type() != output.scalar_type()))
       problem = log::concat("inputs[", r, "] is ", shape_of(inputs[r]), " but the output is ", shape_of(output));
+    if (problem.empty()) total += inputs[r].numel();
   }
   values[world_size_] = dtype_or_missing(output);
   if (problem.empty() && inputs[rank_].numel() != output.numel())
     problem = log::concat("inputs[", rank_, "] (this rank's part) is ", shape_of(inputs[rank_]), " but the output is ",
                           shape_of(output));
-  agree("reduce_scatter", values, "output " + shape_of(output), problem);
+  if (problem.empty() && total > INT_MAX)
+    problem = log::concat("the inputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
+  auto check = begin("reduce_scatter", values, "output " + shape_of(output), problem);
 
   std::vector<int> counts(world_size_);
   std::vector<at::Tensor> flat_inputs;
   const auto device = reachable(output) ? output.device() : at::Device(at::kCPU);
   for (int r = 0; r < world_size_; ++r) {
-    counts[r] = mpi_count(inputs[r].numel(), "reduce_scatter input");
+    counts[r] = static_cast<int>(inputs[r].numel());
     flat_inputs.push_back(inputs[r].reshape({-1}).to(device));
   }
   const at::Tensor concatenated = at::cat(flat_inputs);
-  mpi_count(concatenated.numel(), "reduce_scatter input");
   StagedTensor out(output, reachable(output));
   const auto dtype = output.scalar_type();
-  check_mpi(MPI_Reduce_scatter(concatenated.data_ptr(), out.data(), counts.data(), mpi_type(dtype), mpi_op(op, dtype),
-                               comm_),
-            "MPI_Reduce_scatter");
+  MPI_Request request = MPI_REQUEST_NULL;
+  posted(*check,
+         MPI_Ireduce_scatter(concatenated.data_ptr(), out.data(), counts.data(), mpi_type(dtype), mpi_op(op, dtype),
+                             comm_, &request),
+         "MPI_Ireduce_scatter");
+  finish(*check, request, {concatenated, out.tensor()});
   if (op == ReduceOp::Avg) out.tensor().div_(world_size_);
   out.copy_back();
 }
@@ -320,51 +410,46 @@ std::string scatter_into_problem(const at::Tensor& output, const at::Tensor& inp
   if (problem.empty() && input.numel() != world * output.numel())
     problem = log::concat("input has ", input.numel(), " elements, not world size ", world, " x output's ",
                           output.numel());
-  return problem;
+  return first_problem({problem, count_problem(input, "input")});
 }
 
 }  // namespace
 
 void MpiBackend::reduce_scatter_into(const at::Tensor& output, const at::Tensor& input, ReduceOp op) {
-  agree("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)}, "output " + shape_of(output),
-        scatter_into_problem(output, input, op, world_size_));
-  StagedTensor in(input, reachable(input)), out(output, reachable(output));
-  const auto dtype = output.scalar_type();
-  mpi_count(input.numel(), "reduce_scatter_into input");
-  check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), mpi_count(output.numel(), "reduce_scatter_into output"),
-                                     mpi_type(dtype), mpi_op(op, dtype), comm_),
-            "MPI_Reduce_scatter_block");
-  if (op == ReduceOp::Avg) out.tensor().div_(world_size_);
-  out.copy_back();
+  reduce_scatter_into_async(output, input, op)->wait();
 }
 
 std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, at::Tensor input, ReduceOp op) {
-  agree("reduce_scatter_into_async", {numel_or_missing(output), dtype_or_missing(output)},
-        "output " + shape_of(output), scatter_into_problem(output, input, op, world_size_));
+  auto check = begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)},
+                     "output " + shape_of(output), scatter_into_problem(output, input, op, world_size_));
   auto in = std::make_shared<StagedTensor>(input, reachable(input));
   auto out = std::make_shared<StagedTensor>(output, reachable(output));
   const auto dtype = output.scalar_type();
-  mpi_count(input.numel(), "reduce_scatter_into input");
-  MPI_Request request;
-  check_mpi(MPI_Ireduce_scatter_block(in->data(), out->data(), mpi_count(output.numel(), "reduce_scatter_into output"),
-                                      mpi_type(dtype), mpi_op(op, dtype), comm_, &request),
-            "MPI_Ireduce_scatter_block");
+  MPI_Request request = MPI_REQUEST_NULL;
+  posted(*check,
+         MPI_Ireduce_scatter_block(in->data(), out->data(), static_cast<int>(output.numel()), mpi_type(dtype),
+                                   mpi_op(op, dtype), comm_, &request),
+         "MPI_Ireduce_scatter_block");
   const int world = world_size_;
-  return std::make_unique<MpiWork>(request, [in, out, op, world] {
-    if (op == ReduceOp::Avg) out->tensor().div_(world);
-    out->copy_back();
-  });
+  return std::make_unique<MpiWork>(*this, std::move(check), request,
+                                   std::vector<at::Tensor>{in->tensor(), out->tensor()}, [in, out, op, world] {
+                                     if (op == ReduceOp::Avg) out->tensor().div_(world);
+                                     out->copy_back();
+                                   });
 }
 
 void MpiBackend::broadcast(const at::Tensor& tensor, int src) {
-  std::string problem = tensor_problem(tensor, "tensor");
+  std::string problem = first_problem({tensor_problem(tensor, "tensor"), count_problem(tensor, "tensor")});
   if (problem.empty() && (src < 0 || src >= world_size_))
     problem = log::concat("source rank ", src, " is outside the group of ", world_size_);
-  agree("broadcast", {numel_or_missing(tensor), dtype_or_missing(tensor), src}, shape_of(tensor), problem);
+  auto check = begin("broadcast", {numel_or_missing(tensor), dtype_or_missing(tensor), src}, shape_of(tensor), problem);
   StagedTensor staged(tensor, reachable(tensor));
-  check_mpi(MPI_Bcast(staged.data(), mpi_count(tensor.numel(), "broadcast tensor"), mpi_type(tensor.scalar_type()), src,
-                      comm_),
-            "MPI_Bcast");
+  MPI_Request request = MPI_REQUEST_NULL;
+  posted(*check,
+         MPI_Ibcast(staged.data(), static_cast<int>(tensor.numel()), mpi_type(tensor.scalar_type()), src, comm_,
+                    &request),
+         "MPI_Ibcast");
+  finish(*check, request, {staged.tensor()});
   staged.copy_back();
 }
 
@@ -377,31 +462,44 @@ void check_peer(const char* what, int peer, int rank, int world) {
 
 }  // namespace
 
-// Point-to-point calls cannot agree with their peer beforehand; what can be checked locally is.
+// Point-to-point calls cannot agree with their peer beforehand; what can be checked locally is, and
+// the receiver checks the size that arrived.
 void MpiBackend::send(const at::Tensor& tensor, int dst, int tag) {
   if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("send: " + problem).with_rank(rank_);
   check_peer("send", dst, rank_, world_size_);
+  check_usable("send");
   StagedTensor staged(tensor, reachable(tensor));
-  check_mpi(MPI_Send(staged.data(), mpi_count(tensor.numel(), "send tensor"), mpi_type(tensor.scalar_type()), dst, tag,
-                     comm_),
-            "MPI_Send");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Isend(staged.data(), mpi_count(tensor.numel(), "send tensor"), mpi_type(tensor.scalar_type()), dst,
+                      tag, comm_, &request),
+            "MPI_Isend");
+  wait(request, log::concat("send to rank ", dst, " (tag ", tag, ")"), 0, {world_ranks_[dst]}, "MPI_Isend");
 }
 
 void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
   if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("recv: " + problem).with_rank(rank_);
   check_peer("recv", src, rank_, world_size_);
+  check_usable("recv");
   StagedTensor staged(tensor, reachable(tensor));
   const MPI_Datatype type = mpi_type(tensor.scalar_type());
   const int expected = mpi_count(tensor.numel(), "recv tensor");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Irecv(staged.data(), expected, type, src, tag, comm_, &request), "MPI_Irecv");
   MPI_Status status;
-  const int rc = MPI_Recv(staged.data(), expected, type, src, tag, comm_, &status);
+  int rc = MPI_SUCCESS;
+  const std::vector<int> peer{world_ranks_[src]};
+  watchdog_->wait({log::concat("recv from rank ", src, " (tag ", tag, ")"), id_, &label_, 0, &peer}, [&] {
+    int flag = 0;
+    rc = MPI_Test(&request, &flag, &status);
+    return flag != 0 || rc != MPI_SUCCESS;
+  });
   if (rc != MPI_SUCCESS) {
     int error_class = 0;
     MPI_Error_class(rc, &error_class);
     if (error_class == MPI_ERR_TRUNCATE)
       throw Error(log::concat("recv: rank ", src, " sent more than the ", expected, " elements of ", shape_of(tensor)))
           .with_rank(rank_);
-    check_mpi(rc, "MPI_Recv");
+    check_mpi(rc, "MPI_Irecv");
   }
   int received = 0;
   MPI_Get_count(&status, type, &received);
@@ -412,13 +510,22 @@ void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
   staged.copy_back();
 }
 
-void MpiBackend::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiBackend::barrier() {
+  check_usable("barrier");
+  const int64_t call = ++posted_calls_;
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  wait(request, "barrier", call, peers_, "MPI_Ibarrier");
+}
 
 std::shared_ptr<Backend> MpiBackend::split(int color, int key) {
+  // MPI_Comm_split blocks without a timeout: a watched barrier first makes sure every rank is there.
+  barrier();
+  const std::string label = log::concat(label_, "/", ++splits_, ":", color);
   MPI_Comm sub;
   check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
   if (sub == MPI_COMM_NULL) return nullptr;
-  return std::shared_ptr<Backend>(new MpiBackend(sub, cuda_aware_));
+  return std::shared_ptr<Backend>(new MpiBackend(sub, cuda_aware_, watchdog_, label));
 }
 
 void MpiBackend::abort(const std::string& message) { abort_job(message); }

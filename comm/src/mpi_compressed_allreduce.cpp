@@ -2,10 +2,10 @@
 // (deepspeed/runtime/comm/mpi.py), the arithmetic in onebit_kernels, the bytes through MPI:
 //
 //   worker:  x = pad(buffer) + worker_error; s = ‖x‖/√n; worker_error = x − s·sign(x)
-//   phase 1: chunk j of sign(x) (n/8/world bytes) and s go to rank j      (MPI_Alltoall, MPI_Allgather)
+//   phase 1: chunk j of sign(x) (n/8/world bytes) and s go to rank j      (MPI_Ialltoall, MPI_Iallgather)
 //   server:  c = Σ_j s_j/world · sign_j + server_error over this rank's chunk;
 //            t = ‖c‖/√m; server_error = c − t·sign(c)
-//   phase 2: every rank's sign(c) chunk and t go to every rank           (MPI_Allgather ×2)
+//   phase 2: every rank's sign(c) chunk and t go to every rank           (MPI_Iallgather ×2)
 //   result:  chunk j = t_j · sign(c_j), trimmed to the buffer's length
 #include <ATen/ATen.h>
 
@@ -16,6 +16,7 @@
 #include "dstrain/comm/onebit_kernels.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "mpi_argument_check.hpp"
 #include "mpi_errors.hpp"
 #include "staged_tensor.hpp"
 
@@ -38,13 +39,14 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
     if (problem.empty()) problem = float32_problem(*tensor, role);
   if (problem.empty()) {
     try {
-      onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
+      const auto layout = onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
+      mpi_count(layout.chunk_bytes(), "compressed_allreduce chunk");
     } catch (const Error& e) {
       problem = e.message();
     }
   }
   const int64_t numel = buffer.defined() ? buffer.numel() : -1;
-  agree("compressed_allreduce", {numel}, log::concat("a buffer of ", numel, " values"), problem);
+  auto check = begin("compressed_allreduce", {numel}, log::concat("a buffer of ", numel, " values"), problem);
   const onebit::Layout layout =
       onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
 
@@ -74,9 +76,17 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   const float worker_scale = onebit::compress_with_feedback(
       values, staged_worker_error.tensor().data_ptr<float>(), layout.padded, packed);
   std::vector<float> worker_scales(world);
-  check_mpi(MPI_Alltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_),
-            "MPI_Alltoall");
-  check_mpi(MPI_Allgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, comm_), "MPI_Allgather");
+  MPI_Request request = MPI_REQUEST_NULL;
+  posted(*check, MPI_Ialltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, &request),
+         "MPI_Ialltoall");
+  finish(*check, request, {compression_scratch_});
+  // The later phases are part of the same call, its arguments already checked.
+  const auto phase = [&](int rc, const char* mpi_call) {
+    check_mpi(rc, mpi_call);
+    wait(request, "compressed_allreduce", check->call(), peers_, mpi_call);
+  };
+  phase(MPI_Iallgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, comm_, &request),
+        "MPI_Iallgather");
 
   // DeepSpeed scales each worker's scale by 1/world before summing: the same float operations here.
   std::vector<float> weights(world);
@@ -86,9 +96,10 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
       received, weights.data(), world, staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed);
 
   std::vector<float> server_scales(world);
-  check_mpi(MPI_Allgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_),
-            "MPI_Allgather");
-  check_mpi(MPI_Allgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, comm_), "MPI_Allgather");
+  phase(MPI_Iallgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, &request),
+        "MPI_Iallgather");
+  phase(MPI_Iallgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, comm_, &request),
+        "MPI_Iallgather");
   for (int j = 0; j < world; ++j)
     onebit::unpack_signs(received + int64_t{j} * chunk_bytes, layout.chunk, server_scales[j],
                          values + j * layout.chunk);

@@ -150,11 +150,14 @@ TEST_CASE("compressed_allreduce rejects error buffers of the wrong size on every
   const int64_t padded = (100 + 8 * w - 1) / (8 * w) * (8 * w);
   CHECK_THROWS_WITH(world.compressed_allreduce(buffer, at::zeros({100}), at::zeros({padded / w}), 0),
                     Catch::Contains("worker_error of " + std::to_string(padded)));
-  // Wrong on one rank only: the others learn of it instead of waiting in the exchange.
-  at::Tensor server_error = at::zeros({world.rank() == 0 ? padded : padded / w});
-  CHECK_THROWS_AS(world.compressed_allreduce(buffer, at::zeros({padded}), server_error, 0), ds::Error);
   CHECK_THROWS_WITH(world.compressed_allreduce(buffer.to(at::kDouble), at::zeros({padded}), at::zeros({padded / w}), 0),
                     Catch::Contains("float32"));
+  // Wrong on one rank only: the others learn of it instead of waiting in the exchange, and the group
+  // (a copy of the world here) is unusable afterwards.
+  auto group = world.split(0, world.rank());
+  at::Tensor server_error = at::zeros({world.rank() == 0 ? padded : padded / w});
+  CHECK_THROWS_WITH(group->compressed_allreduce(buffer, at::zeros({padded}), server_error, 0),
+                    Catch::Contains(world.rank() == 0 ? "server_error" : "another rank"));
 }
 
 TEST_CASE("compressed_allreduce on a world of one returns scale times sign", "[comm]") {

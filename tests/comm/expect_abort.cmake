@@ -1,9 +1,13 @@
-# Runs abort_probe under mpirun -np 2 and checks that the job ends non-zero within LIMIT seconds
-# with rank 1's message. Invoked as
-#   cmake -DMPIEXEC=... -DMPIEXEC_FLAGS=<;-list> -DPROBE=... -DMODE=... -DEXPECT=... -DLIMIT=... -P expect_abort.cmake
+# Runs abort_probe under mpirun -np NP (default 2) and checks that the job ends non-zero within LIMIT
+# seconds with the message EXPECT (and EXPECT2 when given). Invoked as
+#   cmake -DMPIEXEC=... -DMPIEXEC_FLAGS=<;-list> -DPROBE=... -DMODE=... -DEXPECT=... [-DEXPECT2=...]
+#         [-DNP=...] -DLIMIT=... -P expect_abort.cmake
+if(NOT NP)
+  set(NP 2)
+endif()
 string(TIMESTAMP started "%s")
 execute_process(
-  COMMAND ${MPIEXEC} ${MPIEXEC_FLAGS} -np 2 ${PROBE} ${MODE}
+  COMMAND ${MPIEXEC} ${MPIEXEC_FLAGS} -np ${NP} ${PROBE} ${MODE}
   RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output
   TIMEOUT 120)
 string(TIMESTAMP ended "%s")
@@ -15,7 +19,9 @@ endif()
 if(seconds GREATER LIMIT)
   message(FATAL_ERROR "the job took ${seconds} s to end, more than ${LIMIT} s")
 endif()
-string(FIND "${output}" "${EXPECT}" found)
-if(found EQUAL -1)
-  message(FATAL_ERROR "the output lacks rank 1's message '${EXPECT}'")
-endif()
+foreach(expected IN ITEMS "${EXPECT}" "${EXPECT2}")
+  string(FIND "${output}" "${expected}" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "the output lacks the message '${expected}'")
+  endif()
+endforeach()

@@ -119,20 +119,44 @@ TEST_CASE("all_reduce of a non-contiguous view writes through to its base", "[mp
   CHECK(at::equal(base.narrow(1, 7, 3), original.narrow(1, 7, 3)));
 }
 
-TEST_CASE("mismatched sizes or dtypes across ranks throw on every rank; the group stays usable", "[mpi]") {
+// Each disagreement leaves its group unusable, so each runs on a fresh copy of the world.
+TEST_CASE("mismatched sizes or dtypes across ranks throw on every rank, then the group refuses calls", "[mpi]") {
   Backend& world = ds::comm::world();
   const int rank = world.rank();
-  at::Tensor different_size = at::ones({10 + rank});
-  CHECK_THROWS_WITH(world.all_reduce(different_size), Catch::Contains("different sizes"));
-  at::Tensor different_dtype = at::ones({10}, rank == 0 ? at::kFloat : at::kDouble);
-  CHECK_THROWS_AS(world.all_reduce(different_dtype), ds::Error);
-  at::Tensor bad_on_rank_0 = rank == 0 ? at::ones({10}, at::kBool) : at::ones({10});
-  if (rank == 0)
-    CHECK_THROWS_WITH(world.broadcast(bad_on_rank_0, 0), Catch::Contains("dtype Bool"));
-  else
-    CHECK_THROWS_WITH(world.broadcast(bad_on_rank_0, 0), Catch::Contains("another rank"));
+  {
+    auto group = world.split(0, rank);
+    at::Tensor different_size = at::ones({10 + rank});
+    CHECK_THROWS_WITH(group->all_reduce(different_size), Catch::Contains("different sizes"));
+    at::Tensor fine = at::ones({10});
+    CHECK_THROWS_WITH(group->all_reduce(fine), Catch::Contains("unusable") && Catch::Contains("different sizes"));
+  }
+  {
+    auto group = world.split(0, rank);
+    at::Tensor different_dtype = at::ones({10}, rank == 0 ? at::kFloat : at::kDouble);
+    CHECK_THROWS_WITH(group->all_reduce_async(different_dtype)->wait(), Catch::Contains("different sizes or dtypes"));
+  }
+  {
+    auto group = world.split(0, rank);
+    at::Tensor bad_on_rank_0 = rank == 0 ? at::ones({10}, at::kBool) : at::ones({10});
+    if (rank == 0)
+      CHECK_THROWS_WITH(group->broadcast(bad_on_rank_0, 0), Catch::Contains("dtype Bool"));
+    else
+      CHECK_THROWS_WITH(group->broadcast(bad_on_rank_0, 0), Catch::Contains("another rank"));
+    CHECK_THROWS_WITH(group->barrier(), Catch::Contains("unusable"));
+  }
+  {
+    auto group = world.split(0, rank);
+    at::Tensor input = at::ones({world.world_size() * (rank + 1)});
+    CHECK_THROWS_WITH(group->reduce_scatter_into(at::empty({rank + 1}), input),
+                      Catch::Contains("different sizes"));
+  }
+}
+
+TEST_CASE("arguments wrong on every rank alike throw, and the group stays usable", "[mpi]") {
+  Backend& world = ds::comm::world();
   at::Tensor bad_gather_output = at::empty({world.world_size() * 3 + 1});
   CHECK_THROWS_WITH(world.all_gather_into(bad_gather_output, at::ones({3})), Catch::Contains("not world size"));
+  CHECK_THROWS_WITH(world.all_reduce(at::ones({3}, at::kInt), ReduceOp::Avg), Catch::Contains("floating-point"));
 
   at::Tensor fine = at::ones({10});
   world.all_reduce(fine);

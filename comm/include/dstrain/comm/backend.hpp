@@ -4,6 +4,8 @@
 //
 // Every collective must be called by all ranks of the group, in the same order, with tensors of the
 // same dtype and matching sizes; a mismatch that a backend can detect is a ds::Error on every rank.
+// A call that some rank never reaches ends the job after the backend's timeout (kDefaultTimeout
+// unless given), naming the call and the missing ranks, instead of waiting forever.
 // Tensors may be non-contiguous (they are staged through a contiguous copy). Results are written
 // into the tensors passed in: as in ATen, a `const at::Tensor&` is a handle whose data may change,
 // so views and temporaries (e.g. `t.narrow(0, a, n)`) can be reduced in place.
@@ -11,11 +13,16 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace ds::comm {
+
+// How long a wait of any collective or point-to-point call may last before the job is ended
+// (DeepSpeed's and torch.distributed's default).
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(30);
 
 enum class ReduceOp { Sum, Avg, Max, Min };
 

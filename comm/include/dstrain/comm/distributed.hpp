@@ -3,6 +3,7 @@
 // functions below run collectives on it. The world group is dstrain's one piece of global state.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,11 +14,16 @@
 namespace ds::comm {
 
 // "mpi" or "nccl" (only when built with NCCL). Idempotent: a second call with the same name returns
-// the same world; another name is a ds::Error. Sets the logging rank and installs a terminate
-// handler that aborts the whole job, so an exception escaping any thread leaves no rank hanging.
-std::shared_ptr<Backend> init_distributed(const std::string& backend_name = "mpi");
+// the same world (with its first timeout); another name is a ds::Error. Sets the logging rank and
+// installs a terminate handler that aborts the whole job, so an exception escaping any thread leaves
+// no rank hanging. timeout: how long any wait of the "mpi" backend may last before the job is
+// ended, naming the call and the ranks that never arrived (the "nccl" backend's collectives are
+// not watched); must be positive.
+std::shared_ptr<Backend> init_distributed(const std::string& backend_name = "mpi",
+                                          std::chrono::milliseconds timeout = kDefaultTimeout);
 bool is_initialized();
-// Drops the world group and shuts MPI down; collectives afterwards are a ds::Error.
+// Drops the world group and shuts MPI down; collectives afterwards are a ds::Error. Optional: when
+// dstrain initialized MPI, it finalizes it at exit (a normal return from main or exit()).
 void finalize();
 
 Backend& world();  // throws ds::Error when not initialized

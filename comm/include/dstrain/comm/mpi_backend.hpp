@@ -1,12 +1,21 @@
 // MpiBackend: the Backend over MPI (OpenMPI). CPU tensors of float32, float64, bfloat16, float16,
 // int64, int32 and uint8; bfloat16 and float16 are reduced as numbers through custom MPI ops.
-// CUDA tensors go straight to MPI when cuda_aware, else through a host copy. Async operations
-// are MPI's nonblocking collectives.
+// CUDA tensors go straight to MPI when cuda_aware, else through a host copy. Every operation is
+// one of MPI's nonblocking calls, waited on by a watchdog (see mpi_watchdog.hpp): a wait longer
+// than the timeout ends the job with the call's name and the ranks that never arrived.
+//
+// Arguments are checked without a round trip before the call: each collective starts a small
+// nonblocking allreduce of its arguments' sizes and dtypes beside the data itself, and its wait
+// reads both. A rank whose own arguments are invalid throws at once; when the ranks disagree
+// (sizes, dtypes, or some ranks' arguments invalid), every rank throws, and the group is unusable
+// from then on (its data call may be left half done), each later call throwing that reason.
 #pragma once
 
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,10 +24,14 @@
 
 namespace ds::comm {
 
+class Watchdog;
+class ArgumentCheck;
+
 class MpiBackend final : public Backend {
  public:
-  // The world (MPI_COMM_WORLD); initializes MPI (MPI_THREAD_SERIALIZED) if nobody has yet.
-  explicit MpiBackend(bool cuda_aware = false);
+  // The world (MPI_COMM_WORLD); initializes MPI (MPI_THREAD_SERIALIZED) if nobody has yet. Every
+  // wait of this group and of the groups split from it ends the job after `timeout`.
+  explicit MpiBackend(bool cuda_aware = false, std::chrono::milliseconds timeout = kDefaultTimeout);
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -49,19 +62,40 @@ class MpiBackend final : public Backend {
   [[noreturn]] void abort(const std::string& message) override;
 
  private:
-  MpiBackend(MPI_Comm comm, bool cuda_aware);  // takes ownership of comm
+  friend class MpiWork;
+  // Takes ownership of comm; label names the group in the watchdog's reports.
+  MpiBackend(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog> watchdog, std::string label);
 
-  // Every collective starts here: each rank passes values that must be equal on all ranks, a
-  // description of its own arguments, and the problem it found with them ("" if none). Throws a
-  // ds::Error on every rank when any rank found a problem or the values differ, so that no rank
-  // enters the collective alone.
-  void agree(const char* collective, std::vector<int64_t> values, const std::string& description,
-             const std::string& problem) const;
+  // A collective begins: it counts as this group's next call and starts the check of `values`
+  // (equal on every rank) beside it. A rank that found a problem with its own arguments waits for
+  // the check and throws it. description: this rank's arguments, for the error messages.
+  std::unique_ptr<ArgumentCheck> begin(const char* collective, const std::vector<int64_t>& values,
+                                       std::string description, const std::string& problem);
+  // Waits for the collective's request and its check. On a disagreement, leaves the request
+  // unfinished, keeps `buffers` alive for it, marks the group unusable and throws; an MPI error of
+  // the request is thrown after the check agreed.
+  void finish(ArgumentCheck& check, MPI_Request& request, std::vector<at::Tensor> buffers);
+  // After posting a collective's data call: an error (rc) there leaves the group unusable.
+  void posted(ArgumentCheck& check, int rc, const char* mpi_call);
+  // Waits for a request that is not a checked collective (point to point, later phases of a call).
+  void wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
+            const char* mpi_call);
+  void check_usable(const char* collective) const;
   // MPI can use this tensor's memory as it is (CPU, or CUDA with CUDA-aware MPI).
   bool reachable(const at::Tensor& tensor) const;
   MPI_Op mpi_op(ReduceOp op, at::ScalarType dtype) const;
 
   MPI_Comm comm_;
+  MPI_Comm check_comm_;  // the argument checks' own communicator
+  std::shared_ptr<Watchdog> watchdog_;
+  std::string label_;  // "world", "world/2:1" (color 1 of the world's second split), ...
+  uint64_t id_;        // hash of label_, equal on every member
+  std::vector<int> world_ranks_;  // of the members, by rank in this group
+  std::vector<int> peers_;        // world_ranks_ without this rank
+  int64_t posted_calls_ = 0;
+  int64_t splits_ = 0;
+  std::string unusable_;  // why this group refuses calls ("" while usable)
+  std::vector<at::Tensor> abandoned_;  // buffers of calls left unfinished after a disagreement
   int rank_ = 0;
   int world_size_ = 1;
   bool cuda_aware_ = false;
