@@ -27,6 +27,8 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
       schedule_(config_.scheduler(), config_.optimizer().lr),
       scaler_(config_.fp16()) {
   if (!config_.batch_resolved()) config_.resolve_batch(group_->world_size());
+  for (const std::string& key : config_.keys_not_acted_on())
+    log::warn("config key '", key, "' is accepted but not acted on by dstrain yet (docs/config.md)");
   const int stage = config_.zero_optimization().stage;
   if (config_.optimizer().type == OptimizerType::OneBitAdam && stage > 0)
     throw Error("OneBitAdam is not supported with ZeRO (stage " + std::to_string(stage) + "); use stage 0")

@@ -1,13 +1,17 @@
 #include "dstrain/runtime/config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
 #include "config_fields.hpp"
 #include "config_sections.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/json_excerpt.hpp"
+#include "dstrain/runtime/log.hpp"
 
 namespace ds {
 
@@ -43,6 +47,51 @@ json parse_rejecting_duplicates(const std::string& text) {
   return json::parse(text, on_event, /*allow_exceptions=*/true, /*ignore_comments=*/true);
 }
 
+// Deeper than any DeepSpeed config goes; JSON copies and printing recurse, so deeper values are
+// refused before anything else touches them.
+constexpr size_t kMaxDepth = 64;
+
+std::string short_key(const std::string& key) { return key.size() <= 64 ? key : key.substr(0, 64) + "..."; }
+
+// Before any key is read: the nesting depth, and the "auto" placeholders of Hugging Face configs
+// (DeepSpeed itself cannot read them either; the Trainer replaces them first).
+void check_depth_and_placeholders(const json& input) {
+  if (json_depth(input, kMaxDepth) > kMaxDepth) {
+    // Find a path to the deep value for the message, one level at a time.
+    std::string path;
+    const json* node = &input;
+    for (size_t level = 0; level < kMaxDepth && node->is_structured() && !node->empty(); ++level) {
+      auto deepest = node->begin();
+      for (auto it = node->begin(); it != node->end(); ++it)
+        if (json_depth(*it, kMaxDepth) > json_depth(*deepest, kMaxDepth)) deepest = it;
+      path += node->is_object() ? (path.empty() ? "" : ".") + short_key(deepest.key())
+                                : "[" + std::to_string(std::distance(node->begin(), deepest)) + "]";
+      node = &*deepest;
+    }
+    throw Error(log::concat("a value nested more than ", kMaxDepth, " levels deep")).with_key(path + "...");
+  }
+  std::vector<std::string> placeholders;
+  std::vector<std::pair<const json*, std::string>> pending{{&input, ""}};
+  while (!pending.empty()) {
+    auto [node, path] = pending.back();
+    pending.pop_back();
+    // pipeline.stages is DeepSpeed's own "auto" (the engine decides), not a placeholder.
+    if (*node == "auto" && path != "pipeline.stages") placeholders.push_back(path);
+    if (node->is_object())
+      for (auto it = node->begin(); it != node->end(); ++it)
+        pending.emplace_back(&*it, (path.empty() ? "" : path + ".") + short_key(it.key()));
+    else if (node->is_array())
+      for (size_t i = 0; i < node->size(); ++i) pending.emplace_back(&(*node)[i], path + "[" + std::to_string(i) + "]");
+  }
+  if (placeholders.empty()) return;
+  std::sort(placeholders.begin(), placeholders.end());
+  std::string listed;
+  for (const auto& key : placeholders) listed += (listed.empty() ? "" : ", ") + key;
+  throw Error("\"auto\" is a placeholder that the Hugging Face Trainer replaces with a value before it hands "
+              "the config to DeepSpeed; give a value instead for each of: " + listed)
+      .with_key(placeholders.front());
+}
+
 }  // namespace
 
 Config Config::from_file(const std::string& path) {
@@ -71,8 +120,20 @@ Config Config::from_file(const std::string& path) {
 Config Config::from_json(const json& input) {
   if (!input.is_object())
     throw Error(std::string("a DeepSpeed config is a JSON object, got ") + input.type_name());
+  check_depth_and_placeholders(input);
   Config config;
-  Reader top(input, "", config.warnings_);
+  // DeepSpeed's legacy form "zero_optimization": true / false is stage 1 / stage 0.
+  const json* source = &input;
+  json rewritten;
+  if (const auto zero = input.find("zero_optimization"); zero != input.end() && zero->is_boolean()) {
+    rewritten = input;
+    rewritten["zero_optimization"] = json{{"stage", zero->get<bool>() ? 1 : 0}};
+    config_detail::record_warning(config.warnings_,
+                                  std::string("deprecated form 'zero_optimization': ") + (zero->get<bool>() ? "true" : "false") +
+                                      ": use \"zero_optimization\": {\"stage\": " + (zero->get<bool>() ? "1" : "0") + "}");
+    source = &rewritten;
+  }
+  Reader top(*source, "", config.warnings_);
   top.field("train_batch_size", config.given_train_batch_size_, config_detail::positive());
   top.field("train_micro_batch_size_per_gpu", config.given_micro_batch_size_, config_detail::positive());
   top.field("gradient_accumulation_steps", config.given_accumulation_steps_, config_detail::positive());

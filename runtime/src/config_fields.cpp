@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "dstrain/runtime/json_excerpt.hpp"
 #include "dstrain/runtime/log.hpp"
 
 namespace ds::config_detail {
@@ -74,8 +75,8 @@ std::pair<const char*, const json*> Reader::find(const Key& key) const {
   auto name = object_.find(key.name);
   auto alias = key.alias ? object_.find(key.alias) : object_.end();
   if (name != object_.end() && alias != object_.end() && *name != *alias)
-    throw Error(std::string("also given as '") + key.alias + "' with a different value " + alias->dump() +
-                ", got " + name->dump())
+    throw Error(std::string("also given as '") + key.alias + "' with a different value " + json_excerpt(*alias) +
+                ", got " + json_excerpt(*name))
         .with_key(path_of(key.name));
   if (name != object_.end()) return {key.name, &*name};
   if (alias != object_.end()) return {key.alias, &*alias};
@@ -187,7 +188,7 @@ Error Reader::error(const Key& key, const std::string& message) const {
 }
 
 Error Reader::invalid(const Key& key, const std::string& expected, const json& got) const {
-  return error(key, "expected " + expected + ", got " + got.dump());
+  return error(key, "expected " + expected + ", got " + json_excerpt(got));
 }
 
 }  // namespace ds::config_detail

@@ -109,12 +109,12 @@ class Reader {
     block(key, [&](Reader& child) { visit(child, section); });
   }
 
-  // The value under `key`, marked as known; nullptr when absent. "auto" and null are returned
-  // as written: callers that keep raw JSON want them.
+  // The value under `key`, marked as known; nullptr when absent. null is returned as written:
+  // callers that keep raw JSON want it.
   const json* take(const Key& key);
-  // Present and neither null nor "auto".
+  // Present and not unset (see is_unset).
   bool given(const Key& key) const;
-  // Throws unless the key is present ("auto" and null count as present: the engine derives them).
+  // Throws unless the key is present (null counts as present: the engine derives it).
   void require(const Key& key, const std::string& by);
   // Warns once for each key that no field, block or take asked for.
   void finish() const;
@@ -127,12 +127,14 @@ class Reader {
   Error invalid(const Key& key, const std::string& expected, const json& got) const;
 
  private:
+  // null, or "auto" where DeepSpeed itself has one (pipeline.stages): from_json refuses every
+  // other "auto" before the keys are read.
   static bool is_unset(const json& value) { return value.is_null() || value == "auto"; }
   // The spelling found and its value; both keys present with different values is an error.
   std::pair<const char*, const json*> find(const Key& key) const;
   const char* used_name(const Key& key) const { return find(key).first; }
   void mark_taken(const Key& key);
-  // The value to convert, or nullptr when the key is absent, null or "auto".
+  // The value to convert, or nullptr when the key is absent or unset.
   const json* value_of(const Key& key);
 
   const json& object_;

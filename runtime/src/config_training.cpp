@@ -17,7 +17,11 @@ void visit(V& v, TrainingConfig& c) {
   v.field("prescale_gradients", c.prescale_gradients);
   v.field("gradient_predivide_factor", c.gradient_predivide_factor, positive());
   v.field("sparse_gradients", c.sparse_gradients);
-  v.field("communication_data_type", c.communication_data_type, std::vector<std::string>{"fp16", "bf16", "fp32"});
+  // DeepSpeed also reads "bfp16" as bf16.
+  v.field("communication_data_type", c.communication_data_type,
+          std::vector<std::string>{"fp16", "bf16", "fp32", "bfp16"});
+  if constexpr (V::kReading)
+    if (c.communication_data_type == "bfp16") c.communication_data_type = "bf16";
   v.field("disable_allgather", c.disable_allgather);
   v.field("fp32_allreduce", c.fp32_allreduce);
   v.field("zero_allow_untested_optimizer", c.zero_allow_untested_optimizer);
@@ -45,6 +49,12 @@ void visit(V& v, Bf16Config& c) {
   v.field("check_grad_overflow", c.check_grad_overflow);
   v.field("bf16_master_weights_and_grads", c.bf16_master_weights_and_grads);
   v.field("bf16_optimizer_states", c.bf16_optimizer_states);
+  // Megatron-DeepSpeed copies fp16's loss-scale keys into bf16, which needs no loss scaling;
+  // DeepSpeed reads past them without a word, and so do we.
+  if constexpr (V::kReading)
+    for (const char* key : {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+                            "consecutive_hysteresis", "min_loss_scale"})
+      v.take(key);
 }
 
 template <class V>

@@ -4,9 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -323,31 +325,116 @@ TEST_CASE("Scheduler params use DeepSpeed's names and defaults", "[config]") {
              Contains("scheduler.params.warmup_type") && Contains("\"cosine\""));
 }
 
-TEST_CASE("\"auto\" means not given: the default applies or the value is derived", "[config]") {
+// The dotted paths of every "auto" value in `value`, found by plain recursion (test configs are shallow).
+void auto_paths(const json& value, const std::string& path, std::vector<std::string>& out) {
+  if (value == "auto") out.push_back(path);
+  if (value.is_object())
+    for (auto it = value.begin(); it != value.end(); ++it) auto_paths(*it, path.empty() ? it.key() : path + "." + it.key(), out);
+}
+
+TEST_CASE("\"auto\" is refused with one error naming every placeholder for the HF Trainer", "[config]") {
   json hf = {
       {"train_batch_size", "auto"},
       {"train_micro_batch_size_per_gpu", 4},
-      {"gradient_accumulation_steps", "auto"},
       {"gradient_clipping", "auto"},
-      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"betas", "auto"}, {"weight_decay", "auto"}}}}},
-      {"scheduler",
-       {{"type", "WarmupDecayLR"},
-        {"params", {{"warmup_min_lr", "auto"}, {"warmup_max_lr", "auto"}, {"total_num_steps", "auto"}}}}},
-      {"fp16", {{"enabled", "auto"}}},
+      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"betas", "auto"}}}}},
       {"zero_optimization", {{"stage", 3}, {"stage3_prefetch_bucket_size", "auto"}}},
   };
-  ds::Config config = ds::Config::from_json(hf);
-  CHECK(config.warnings().empty());
-  config.resolve_batch(2);
-  CHECK(config.train_batch_size() == 8);
-  CHECK(config.gradient_accumulation_steps() == 1);
-  CHECK(config.training().gradient_clipping == 0.0);
-  CHECK(config.optimizer().lr == 1e-3);
-  CHECK(config.optimizer().betas == std::array<double, 2>{0.9, 0.999});
-  CHECK(config.scheduler().warmup_max_lr == 0.001);
-  CHECK_FALSE(config.scheduler().total_num_steps.has_value());  // left for the engine
-  CHECK_FALSE(config.fp16().enabled);
-  CHECK(config.zero_optimization().stage3_prefetch_bucket_size == 50000000);
+  const std::string message = error_message(hf);
+  CHECK_THAT(message, Contains("Hugging Face Trainer"));
+  for (const char* key : {"train_batch_size", "gradient_clipping", "optimizer.params.lr", "optimizer.params.betas",
+                          "zero_optimization.stage3_prefetch_bucket_size"})
+    CHECK_THAT(message, Contains(key));
+  CHECK_THAT(message, !Contains("train_micro_batch_size_per_gpu"));
+}
+
+TEST_CASE("real-world configs load, or get the \"auto\" error naming each placeholder", "[config]") {
+  const std::string folder = DSTRAIN_SOURCE_DIR "/tests/runtime/configs";
+  int loaded = 0, refused = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    INFO(entry.path().string());
+    const json raw = read_json(entry.path().string());
+    std::vector<std::string> placeholders;
+    auto_paths(raw, "", placeholders);
+    if (!placeholders.empty()) {
+      try {
+        ds::Config::from_file(entry.path().string());
+        FAIL("no error for a config with \"auto\" values");
+      } catch (const ds::Error& e) {
+        CHECK_THAT(e.what(), Contains("Hugging Face Trainer"));
+        for (const auto& key : placeholders) CHECK_THAT(e.what(), Contains(key));
+      }
+      ++refused;
+      continue;
+    }
+    ds::Config config = ds::Config::from_file(entry.path().string());
+    for (const auto& warning : config.warnings()) CHECK_THAT(warning, !Contains("unknown key"));
+    ++loaded;
+  }
+  CHECK(loaded >= 6);
+  CHECK(refused >= 3);
+}
+
+TEST_CASE("DeepSpeed's other spellings: bfp16, boolean zero_optimization, fp16 keys inside bf16", "[config]") {
+  CHECK(ds::Config::from_json(with({{"communication_data_type", "bfp16"}})).training().communication_data_type == "bf16");
+  for (bool enabled : {false, true}) {
+    ds::Config config = ds::Config::from_json(with({{"zero_optimization", enabled}}));
+    CHECK(config.zero_optimization().stage == (enabled ? 1 : 0));
+    REQUIRE(config.warnings().size() == 1);
+    CHECK_THAT(config.warnings()[0], Contains("deprecated") && Contains("\"stage\": " + std::to_string(enabled)));
+  }
+  // Megatron-DeepSpeed's bf16 block: DeepSpeed reads past the loss-scale keys without a word.
+  ds::Config megatron = ds::Config::from_json(
+      with({{"bf16",
+             {{"enabled", true}, {"loss_scale", 0}, {"loss_scale_window", 500}, {"hysteresis", 2},
+              {"consecutive_hysteresis", false}, {"min_loss_scale", 1}, {"initial_scale_power", 12}}}}));
+  CHECK(megatron.warnings().empty());
+  CHECK(megatron.bf16().enabled);
+  CHECK_FALSE(ds::Config::from_json(with({{"bf16", {{"enabled", true}, {"loss_scal", 0}}}})).warnings().empty());
+}
+
+TEST_CASE("a value nested 100,000 deep or 50 MB long gives a short error, no crash", "[config]") {
+  const int depth = 100000;
+  // Parsed, never copied: copying a JSON value recurses.
+  for (const std::string key : {"train_batch_size", "wandb", "dstrain"}) {
+    const json config = json::parse("{\"train_batch_size\": 8, \"" + key + "\": " + std::string(depth, '[') +
+                                    std::string(depth, ']') + "}");
+    const std::string message = error_message(config);
+    CHECK_THAT(message, Contains("nested more than") && Contains(key));
+    CHECK(message.size() < 2000);
+  }
+  const std::string huge(50 << 20, 'x');
+  for (const json& bad : {json(huge), json::array({huge}), json{{huge, 1}}}) {
+    const std::string message = error_message(with({{"train_batch_size", bad}}));
+    CHECK_THAT(message, Contains("train_batch_size") && Contains("xxxx"));
+    CHECK(message.size() < 1000);
+  }
+}
+
+TEST_CASE("keys accepted but not acted on: listed when set away from the default, silent at it", "[config]") {
+  CHECK(ds::Config::from_json(with(json::object())).keys_not_acted_on().empty());
+  // Every key at DeepSpeed's documented default (config-json.md), and kept blocks switched off.
+  const json at_defaults = with({{"prescale_gradients", false},
+                                 {"zero_optimization",
+                                  {{"stage", 2}, {"contiguous_gradients", true}, {"reduce_scatter", true},
+                                   {"allgather_bucket_size", 5e8}, {"offload_optimizer", {{"device", "none"}}}}},
+                                 {"tensorboard", {{"enabled", false}, {"output_path", "x"}}},
+                                 {"wandb", json::object()}});
+  CHECK(ds::Config::from_json(at_defaults).keys_not_acted_on().empty());
+  const json config = with({{"prescale_gradients", true},
+                         {"zero_optimization",
+                          {{"stage", 3},
+                           {"contiguous_gradients", false},
+                           {"stage3_max_live_parameters", 1000},  // acted on
+                           {"offload_optimizer", {{"device", "cpu"}}}}},
+                         {"aio", {{"block_size", 4096}}},
+                         {"activation_checkpointing", {{"partition_activations", true}}},
+                         {"wandb", {{"enabled", true}}},
+                         {"tensorboard", {{"enabled", false}}}});
+  const std::vector<std::string> expected = {"prescale_gradients", "zero_optimization.contiguous_gradients",
+                                             "zero_optimization.offload_optimizer", "aio",
+                                             "activation_checkpointing", "wandb"};
+  CHECK(ds::Config::from_json(config).keys_not_acted_on() == expected);
 }
 
 TEST_CASE("Batch sizes: any two derive the third; one alone uses DeepSpeed's rule", "[config]") {

@@ -1,12 +1,13 @@
 #include "dstrain/engine/models/json_block.hpp"
 
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/json_excerpt.hpp"
 
 namespace ds::models {
 
 JsonBlock::JsonBlock(const nlohmann::json& block, std::string prefix)
     : block_(block.is_null() ? nlohmann::json::object() : block), prefix_(std::move(prefix)) {
-  if (!block_.is_object()) throw Error("must be a JSON object, got " + block.dump()).with_key(prefix_);
+  if (!block_.is_object()) throw Error("must be a JSON object, got " + json_excerpt(block)).with_key(prefix_);
 }
 
 bool JsonBlock::has(const std::string& key) const { return block_.contains(key); }
@@ -20,7 +21,7 @@ const nlohmann::json& JsonBlock::required(const std::string& key) {
 int64_t JsonBlock::positive_int(const std::string& key) {
   const nlohmann::json& value = required(key);
   if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
-    throw Error("must be a positive integer, got " + value.dump()).with_key(full_key(key));
+    throw Error("must be a positive integer, got " + json_excerpt(value)).with_key(full_key(key));
   }
   return value.get<int64_t>();
 }
@@ -35,7 +36,7 @@ uint64_t JsonBlock::non_negative_int(const std::string& key, uint64_t fallback) 
   // nlohmann keeps small literals as signed integers, so check the sign rather than the type.
   const bool negative = value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() < 0;
   if (!value.is_number_integer() || negative) {
-    throw Error("must be a non-negative integer, got " + value.dump()).with_key(full_key(key));
+    throw Error("must be a non-negative integer, got " + json_excerpt(value)).with_key(full_key(key));
   }
   return value.get<uint64_t>();
 }
@@ -44,7 +45,7 @@ double JsonBlock::fraction(const std::string& key, double fallback) {
   if (!has(key)) return fallback;
   const nlohmann::json& value = required(key);
   if (!value.is_number() || value.get<double>() < 0.0 || value.get<double>() >= 1.0) {
-    throw Error("must be a number in [0, 1), got " + value.dump()).with_key(full_key(key));
+    throw Error("must be a number in [0, 1), got " + json_excerpt(value)).with_key(full_key(key));
   }
   return value.get<double>();
 }
@@ -52,13 +53,13 @@ double JsonBlock::fraction(const std::string& key, double fallback) {
 bool JsonBlock::boolean(const std::string& key, bool fallback) {
   if (!has(key)) return fallback;
   const nlohmann::json& value = required(key);
-  if (!value.is_boolean()) throw Error("must be true or false, got " + value.dump()).with_key(full_key(key));
+  if (!value.is_boolean()) throw Error("must be true or false, got " + json_excerpt(value)).with_key(full_key(key));
   return value.get<bool>();
 }
 
 std::string JsonBlock::string(const std::string& key) {
   const nlohmann::json& value = required(key);
-  if (!value.is_string()) throw Error("must be a string, got " + value.dump()).with_key(full_key(key));
+  if (!value.is_string()) throw Error("must be a string, got " + json_excerpt(value)).with_key(full_key(key));
   return value.get<std::string>();
 }
 

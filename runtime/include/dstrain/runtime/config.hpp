@@ -252,6 +252,10 @@ class Config {
   const nlohmann::json& untyped() const { return untyped_; }
   // One line per unknown or deprecated key, as logged, e.g. "unknown key 'zero_optimization.foo'".
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // The keys this config sets (away from DeepSpeed's default, or a kept block that is enabled) that
+  // dstrain accepts but does not act on yet, e.g. "zero_optimization.offload_optimizer"; the engine
+  // warns once about each at start. The table is runtime/src/config_not_acted_on.cpp.
+  std::vector<std::string> keys_not_acted_on() const;
 
   // The effective config: every typed key with its value or default, the untyped blocks and the
   // dstrain block. Batch keys appear as given until resolve_batch(), then all three. Reading it
