@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/checkpoint_index.hpp"
 #include "dstrain/engine/estimate.hpp"
 #include "dstrain/engine/export.hpp"
 #include "dstrain/engine/models/gpt.hpp"
@@ -45,12 +46,12 @@ void print_estimate(const std::string& config_path, int world) {
 }
 
 void export_checkpoint(const std::string& dir, const std::string& tag, const std::string& out) {
-  const std::string path = checkpoint_path(dir, tag);
-  const nlohmann::json config = checkpoint_config(path);
+  const std::string folder = ckpt::checkpoint_folder(dir, tag);
+  const nlohmann::json config = checkpoint_config(folder);
   models::GPT model = build_gpt(config.value("dstrain", nlohmann::json::object()));
-  load_checkpoint_weights(path, *model);
+  load_checkpoint_weights(folder, *model);
   torch::save(model, out);
-  std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", path.c_str(),
+  std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", folder.c_str(),
               out.c_str(), model->parameters().size(), out.c_str());
 }
 

@@ -2,9 +2,11 @@
 
 #include <chrono>
 
+#include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "train_command.hpp"
 #include "train_report.hpp"
 
 namespace ds::app {
@@ -16,8 +18,14 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, std
   auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
                                         model_config.block_size);
   PipelineEngine engine(model_config, config, world);
-  if (options.resume) engine.load_checkpoint(options.save_dir);
+  if (options.resume) {
+    engine.load_checkpoint(options.save_dir);
+    check_resumed_steps(engine.global_steps(), steps);
+  }
   EngineCore& core = engine.core();
+  // Each stage saves its own checkpoints (PipelineEngine::checkpoint_dir), on the same steps.
+  CheckpointSchedule checkpoints(
+      {options.save_dir.empty() ? "" : engine.checkpoint_dir(options.save_dir), options.save_interval, options.keep_last});
 
   TrainReport report(world->rank(), options.metrics_path, steps, config.training().steps_per_print,
                      model_config.block_size);
@@ -43,8 +51,10 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, std
       for (const auto& [name, ms] : engine.stage_timers_ms()) (*figures.breakdown_ms)[name] = ms;
     }
     report.step(figures);
+    check_finite_loss(figures.loss, figures.step, config.fp16().enabled);
+    if (!options.save_dir.empty()) checkpoints.after_step(core);
   }
-  if (!options.save_dir.empty()) engine.save_checkpoint(options.save_dir);
+  if (!options.save_dir.empty()) checkpoints.finish(core);
   return 0;
 }
 

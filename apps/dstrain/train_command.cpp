@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
@@ -40,12 +41,31 @@ void apply_override(nlohmann::json& json, const std::string& assignment) {
 
 }  // namespace
 
+void check_resumed_steps(int64_t checkpoint_step, int64_t steps) {
+  if (checkpoint_step >= steps)
+    throw Error("the checkpoint is at step " + std::to_string(checkpoint_step) + " and --steps is " +
+                std::to_string(steps) + ": nothing to train (ask for more steps than the checkpoint has)")
+        .with_key("--steps");
+}
+
+void check_finite_loss(double loss, int64_t step, bool fp16) {
+  // fp16 skips overflowing steps itself; in fp32 and bf16 a non-finite loss means divergence, and
+  // stopping here keeps the diverged state from ever becoming `latest`.
+  if (!fp16 && !std::isfinite(loss))
+    throw Error("the loss is not finite (" + std::to_string(loss) + ") at step " + std::to_string(step) +
+                ": training diverged; stopping without saving (the last good checkpoint stays latest)");
+}
+
 void add_train_options(CLI::App& app, TrainOptions& options) {
   app.add_option("-c,--config", options.config_path, "DeepSpeed-style JSON config (with a \"dstrain\" block)")
       ->check(CLI::ExistingFile);
   app.add_option("--steps", options.steps, "optimizer steps to train (default: dstrain.steps of the config)");
-  app.add_option("--save-dir", options.save_dir, "write a checkpoint here at the end of training");
-  app.add_flag("--resume", options.resume, "continue from the latest checkpoint in --save-dir");
+  app.add_option("--save-dir", options.save_dir, "write checkpoints here (at the end, and every --save-interval)");
+  app.add_option("--save-interval", options.save_interval, "also save every N steps (needs --save-dir)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-last", options.keep_last, "keep only the newest K global_step checkpoints (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--resume", options.resume, "continue from the newest complete checkpoint in --save-dir");
   app.add_option("--metrics", options.metrics_path, "append one JSON line per step to this file (rank 0)");
   app.add_option("--comm-timeout", options.comm_timeout_seconds,
                  "seconds any collective or point-to-point wait may last before the job is ended, naming the "
@@ -58,6 +78,8 @@ void add_train_options(CLI::App& app, TrainOptions& options) {
 int run_training(const TrainOptions& options) {
   if (options.config_path.empty()) throw Error("no config: pass --config FILE (see configs/)");
   if (options.resume && options.save_dir.empty()) throw Error("--resume needs --save-dir");
+  if ((options.save_interval > 0 || options.keep_last > 0) && options.save_dir.empty())
+    throw Error("--save-interval and --keep-last need --save-dir");
   nlohmann::json json = Config::from_file(options.config_path).to_json();
   for (const std::string& assignment : options.overrides) apply_override(json, assignment);
   Config config = Config::from_json(json);
@@ -66,6 +88,7 @@ int run_training(const TrainOptions& options) {
   const Placement placement = placement_from(block);
   auto world = comm::init_distributed(
       placement.backend, std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options.comm_timeout_seconds * 1000))));
+  if (!options.save_dir.empty()) prepare_save_dir(options.save_dir);  // a bad --save-dir fails before step 1
   if (config.pipeline().stages.value_or(1) > 1) {
     if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
     return run_pipeline_training(config, options, world);
@@ -78,7 +101,11 @@ int run_training(const TrainOptions& options) {
   auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
                                         model_config.block_size);
   auto engine = ds::initialize(model, config, world);
-  if (options.resume) engine->load_checkpoint(options.save_dir);
+  if (options.resume) {
+    engine->load_checkpoint(options.save_dir);
+    check_resumed_steps(engine->global_steps(), steps);
+  }
+  CheckpointSchedule checkpoints({options.save_dir, options.save_interval, options.keep_last});
 
   const int rank = world->rank();
   const int world_size = world->world_size();
@@ -115,8 +142,10 @@ int run_training(const TrainOptions& options) {
       engine->timers().reset();
     }
     report.step(figures);
+    check_finite_loss(figures.loss, figures.step, config.fp16().enabled);
+    if (!options.save_dir.empty()) checkpoints.after_step(*engine);
   }
-  if (!options.save_dir.empty()) engine->save_checkpoint(options.save_dir);
+  if (!options.save_dir.empty()) checkpoints.finish(*engine);
   return 0;
 }
 

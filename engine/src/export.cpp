@@ -2,47 +2,38 @@
 
 #include <torch/torch.h>
 
-#include <cerrno>
 #include <filesystem>
-#include <fstream>
 
+#include "dstrain/engine/checkpoint_index.hpp"
 #include "dstrain/runtime/error.hpp"
 
 namespace ds {
 
-std::string checkpoint_path(const std::string& dir, const std::string& tag) {
-  std::string name = tag;
-  if (name.empty()) {
-    const std::string latest = (std::filesystem::path(dir) / "latest").string();
-    std::ifstream in(latest);
-    if (!(in >> name)) throw Error("no checkpoint: cannot read").with_path(latest).with_errno(errno ? errno : ENOENT);
+nlohmann::json checkpoint_config(const std::string& folder) { return ckpt::CheckpointIndex::read(folder).config; }
+
+void load_checkpoint_weights(const std::string& folder, torch::nn::Module& module) {
+  const ckpt::CheckpointIndex index = ckpt::CheckpointIndex::read(folder);
+  const std::string index_path = (std::filesystem::path(folder) / "index.json").string();
+  ckpt::ShardSet shards(folder, index);
+  {
+    std::vector<char> buffer(16 << 20);
+    for (int k = 0; k < index.world_size; ++k)
+      if (std::string problem = shards.verify(k, buffer.data(), static_cast<int64_t>(buffer.size())); !problem.empty())
+        throw Error(problem).with_path(shards.path(k));
   }
-  const std::string path = (std::filesystem::path(dir) / (name + ".pt")).string();
-  if (!std::filesystem::exists(path)) throw Error("checkpoint not found").with_path(path).with_errno(ENOENT);
-  return path;
-}
-
-nlohmann::json checkpoint_config(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(path);
-  c10::IValue config;
-  if (!archive.try_read("meta/config", config) || !config.isString())
-    throw Error("not a dstrain checkpoint (no meta/config)").with_path(path);
-  return nlohmann::json::parse(config.toStringRef());
-}
-
-void load_checkpoint_weights(const std::string& path, torch::nn::Module& module) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(path);
   torch::NoGradGuard no_grad;
   for (auto& item : module.named_parameters()) {
-    at::Tensor weight;
-    if (!archive.try_read("master/" + item.key(), weight))
-      throw Error("checkpoint has no weight '" + item.key() + "'").with_path(path);
-    if (weight.sizes() != item.value().sizes())
-      throw Error("checkpoint weight '" + item.key() + "' has shape " + c10::str(weight.sizes()) + ", the model " +
-                  c10::str(item.value().sizes())).with_path(path);
-    item.value().copy_(weight);
+    size_t i = 0;
+    while (i < index.params.size() && index.params[i].name != item.key()) ++i;
+    if (i == index.params.size()) throw Error("checkpoint has no weight '" + item.key() + "'").with_path(index_path);
+    if (index.params[i].shape != item.value().sizes().vec())
+      throw Error("checkpoint weight '" + item.key() + "' has shape " + c10::str(at::IntArrayRef(index.params[i].shape)) +
+                  ", the model " + c10::str(item.value().sizes())).with_path(index_path);
+    at::Tensor target = item.value();
+    const bool direct = target.scalar_type() == at::kFloat && target.is_contiguous();
+    at::Tensor weight = direct ? target : at::empty(target.sizes(), at::kFloat);
+    shards.read_elements(i, "master", 0, weight.numel(), weight.data_ptr<float>());
+    if (!direct) target.copy_(weight);
   }
 }
 

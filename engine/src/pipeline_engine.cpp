@@ -206,12 +206,21 @@ std::map<std::string, double> PipelineEngine::stage_timers_ms() {
   return times;
 }
 
-void PipelineEngine::save_checkpoint(const std::string& dir) {
-  core().save_checkpoint(dir + "/stage" + std::to_string(grid_.stage()));
+std::string PipelineEngine::checkpoint_dir(const std::string& dir) const {
+  return dir + "/stage" + std::to_string(grid_.stage());
 }
 
+void PipelineEngine::save_checkpoint(const std::string& dir) { core().save_checkpoint(checkpoint_dir(dir)); }
+
 void PipelineEngine::load_checkpoint(const std::string& dir) {
-  core().load_checkpoint(dir + "/stage" + std::to_string(grid_.stage()));
+  core().load_checkpoint(checkpoint_dir(dir));
+  at::Tensor steps = at::full({2}, static_cast<double>(global_steps()), at::kDouble);
+  steps[1].mul_(-1);  // max of the steps and of their negation: the max and the min in one reduction
+  world_->all_reduce(steps, comm::ReduceOp::Max);
+  if (steps[0].item<double>() != -steps[1].item<double>())
+    throw Error("pipeline stages resumed at different steps (" + std::to_string(int64_t(-steps[1].item<double>())) +
+                " to " + std::to_string(int64_t(steps[0].item<double>())) + "): pick one tag present in every stage")
+        .with_path(dir);
 }
 
 }  // namespace ds

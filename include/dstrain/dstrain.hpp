@@ -23,5 +23,7 @@
 #include "dstrain/zero/module_call.hpp"
 #include "dstrain/zero/param_status.hpp"
 
+#include "dstrain/engine/checkpoint_index.hpp"
+#include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"

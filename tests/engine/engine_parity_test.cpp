@@ -8,6 +8,7 @@
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/checkpoint_index.hpp"
 #include "dstrain/engine/estimate.hpp"
 #include "dstrain/engine/export.hpp"
 #include "dstrain/zero/gathered_parameters.hpp"
@@ -213,7 +214,7 @@ TEST_CASE("a checkpoint's weights export to a file torch::load reads", "[mpi][en
   for (auto& item : engine->module()->named_parameters())
     REQUIRE(engine->param_status(item.value()) == ds::zero::ParamStatus::NotAvailable);
   if (ds::comm::get_rank() == 0) {
-    const std::string path = ds::checkpoint_path(dir, "");
+    const std::string path = ds::ckpt::checkpoint_folder(dir, "");
     REQUIRE(ds::checkpoint_config(path)["zero_optimization"]["stage"] == 3);
     ds::models::GPT exported(ds::models::GPTConfig::from_json(model_block()));
     ds::load_checkpoint_weights(path, *exported);

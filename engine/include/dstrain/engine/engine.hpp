@@ -84,11 +84,17 @@ class EngineCore {
   // Stage 3's parameter coordinator (null below stage 3), e.g. for zero::GatheredParameters.
   zero::ParameterCoordinator* parameter_coordinator() const { return coordinator_.get(); }
 
-  // Writes <dir>/<tag>.pt (consolidated: full fp32 weights and optimizer state, loadable under any
-  // stage and world size) atomically, then <dir>/latest. An empty tag means "global_step<N>".
+  // Writes the sharded checkpoint <dir>/<tag> (each rank its own shard file, one index.json;
+  // docs/checkpoints.md) atomically, then <dir>/latest. An empty tag means "global_step<N>".
+  // Refuses (ds::Error) to save non-finite master weights. Collective.
   void save_checkpoint(const std::string& dir, std::string tag = "");
-  // An empty tag reads <dir>/latest.
+  // Loads <dir>/<tag>, written under any stage and world size, after checking every shard's
+  // checksum and that the model and optimizer match. An empty tag: the one <dir>/latest names (see
+  // ckpt::checkpoint_folder). Every failure is a ds::Error naming the file. Collective.
   void load_checkpoint(const std::string& dir, std::string tag = "");
+  // The I/O buffer of checkpoints: one reduce bucket of fp32 (at most 64 MiB). Saving and loading
+  // stream through it, so no rank's memory grows by more than this.
+  int64_t checkpoint_bucket_bytes() const;
   // Full fp32 weights by parameter name (every rank gets them; collective).
   std::map<std::string, at::Tensor> consolidated_weights();
 

@@ -75,8 +75,10 @@ class PipelineEngine {
   // the last call; resets every rank's op timers.
   std::map<std::string, double> stage_timers_ms();
 
-  // Each stage keeps its own EngineCore checkpoint in <dir>/stage<s>; a pipeline resumes with the
-  // same stage count and partition.
+  // Each stage keeps its own EngineCore checkpoints in checkpoint_dir(dir) = <dir>/stage<s>; a
+  // pipeline resumes with the same stage count and partition, every stage at the same step (a
+  // ds::Error otherwise, e.g. after a crash between two stages' saves).
+  std::string checkpoint_dir(const std::string& dir) const;
   void save_checkpoint(const std::string& dir);
   void load_checkpoint(const std::string& dir);
 

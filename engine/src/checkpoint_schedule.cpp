@@ -1,0 +1,111 @@
+#include "dstrain/engine/checkpoint_schedule.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "dstrain/engine/checkpoint_index.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/io/shard_file.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+
+namespace ds {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "x.tmp.<pid>": a temporary file of an atomic write that never got renamed.
+bool is_orphaned_tmp(const std::string& name) {
+  const auto at = name.rfind(".tmp.");
+  if (at == std::string::npos || at + 5 == name.size()) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at) + 5, name.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// The step of a "global_step<N>" tag, or -1.
+int64_t step_of(const std::string& tag) {
+  const std::string prefix = "global_step";
+  if (tag.rfind(prefix, 0) != 0 || tag.size() == prefix.size()) return -1;
+  for (size_t i = prefix.size(); i < tag.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(tag[i]))) return -1;
+  return std::stoll(tag.substr(prefix.size()));
+}
+
+}  // namespace
+
+void prepare_save_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error("--save-dir is not a directory").with_path(dir).with_errno(ENOTDIR);
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create the checkpoint directory").with_path(dir).with_errno(ec.value());
+  {
+    const std::string probe = (fs::path(dir) / (".write_probe." + std::to_string(::getpid()))).string();
+    io::ShardWriter out(probe);  // throws with the path and errno when the directory is not writable
+    out.append("ok", 2);
+    out.finish();
+    fs::remove(probe, ec);
+  }
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool partial = name.size() > 1 && name[0] == '.' && ends_with(name, ".partial");
+    if (!partial && !is_orphaned_tmp(name)) continue;
+    std::error_code ignored;  // another rank may be removing it too
+    fs::remove_all(entry.path(), ignored);
+    log::info("checkpoint: removed ", entry.path().string(), ", left by an interrupted save");
+  }
+}
+
+void prune_checkpoints(const std::string& dir, int keep) {
+  if (keep <= 0) return;
+  std::string latest;
+  std::ifstream(fs::path(dir) / "latest") >> latest;
+  std::vector<std::pair<int64_t, fs::path>> complete;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const int64_t step = step_of(entry.path().filename().string());
+    if (step >= 0 && fs::exists(entry.path() / "index.json")) complete.emplace_back(step, entry.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
+    if (complete[i].second.filename() == latest) continue;
+    // index.json first: a half-removed checkpoint is then never taken for a complete one.
+    fs::remove(complete[i].second / "index.json", ec);
+    fs::remove_all(complete[i].second, ec);
+    log::info("checkpoint: removed ", complete[i].second.string(), " (--keep-last ", keep, ")");
+  }
+}
+
+CheckpointSchedule::CheckpointSchedule(CheckpointPolicy policy) : policy_(std::move(policy)) {
+  if (policy_.interval < 0) throw Error("the save interval must be >= 0").with_key("--save-interval");
+  if (policy_.keep_last < 0) throw Error("keep-last must be >= 0").with_key("--keep-last");
+}
+
+void CheckpointSchedule::save(EngineCore& engine) {
+  engine.save_checkpoint(policy_.dir);
+  last_saved_ = engine.global_steps();
+  if (engine.dp_group().rank() == 0) prune_checkpoints(policy_.dir, policy_.keep_last);
+}
+
+bool CheckpointSchedule::after_step(EngineCore& engine) {
+  if (policy_.interval == 0 || engine.global_steps() % policy_.interval != 0 || engine.global_steps() == last_saved_)
+    return false;
+  save(engine);
+  return true;
+}
+
+void CheckpointSchedule::finish(EngineCore& engine) {
+  if (engine.global_steps() != last_saved_) save(engine);
+}
+
+}  // namespace ds

@@ -1,0 +1,19 @@
+// CRC-32C (Castagnoli, the polynomial of iSCSI, ext4 and RocksDB): the checksum of checkpoint
+// shards. Incremental, so a file is checksummed piece by piece as it is written or read:
+//   uint32_t crc = 0;
+//   crc = ds::io::crc32c(crc, first, n1);
+//   crc = ds::io::crc32c(crc, second, n2);   // == crc32c(0, first+second)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ds::io {
+
+// The CRC-32C of `bytes` continuing from `crc` (0 to start): the SSE4.2 instruction where the CPU
+// has it, a table otherwise; both give the standard value (crc32c("123456789") == 0xE3069283).
+uint32_t crc32c(uint32_t crc, const void* bytes, size_t size);
+// The table version alone, the reference the hardware path is tested against.
+uint32_t crc32c_portable(uint32_t crc, const void* bytes, size_t size);
+
+}  // namespace ds::io

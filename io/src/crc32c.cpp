@@ -1,0 +1,79 @@
+#include "dstrain/io/crc32c.hpp"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+namespace ds::io {
+namespace {
+
+constexpr uint32_t kPolynomial = 0x82F63B78;  // reflected Castagnoli
+
+// Slicing-by-8 tables: table[k][b] is the CRC of byte b followed by k zero bytes.
+struct Tables {
+  std::array<std::array<uint32_t, 256>, 8> t{};
+  Tables() {
+    for (uint32_t b = 0; b < 256; ++b) {
+      uint32_t crc = b;
+      for (int i = 0; i < 8; ++i) crc = (crc >> 1) ^ (kPolynomial & (0u - (crc & 1)));
+      t[0][b] = crc;
+    }
+    for (uint32_t b = 0; b < 256; ++b)
+      for (int k = 1; k < 8; ++k) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xFF];
+  }
+};
+
+const Tables& tables() {
+  static const Tables instance;
+  return instance;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const unsigned char* p, size_t size) {
+  uint64_t state = ~crc;
+  for (; size >= 8; size -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    state = _mm_crc32_u64(state, word);
+  }
+  uint32_t state32 = static_cast<uint32_t>(state);
+  for (; size > 0; --size, ++p) state32 = _mm_crc32_u8(state32, *p);
+  return ~state32;
+}
+
+bool has_sse42() {
+  static const bool yes = __builtin_cpu_supports("sse4.2");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+uint32_t crc32c_portable(uint32_t crc, const void* bytes, size_t size) {
+  const auto& t = tables().t;
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  crc = ~crc;
+  for (; size >= 8; size -= 8, p += 8) {
+    uint32_t low;
+    uint32_t high;
+    std::memcpy(&low, p, 4);
+    std::memcpy(&high, p + 4, 4);
+    low ^= crc;  // little-endian byte order, as on every platform dstrain builds for
+    crc = t[7][low & 0xFF] ^ t[6][(low >> 8) & 0xFF] ^ t[5][(low >> 16) & 0xFF] ^ t[4][low >> 24] ^
+          t[3][high & 0xFF] ^ t[2][(high >> 8) & 0xFF] ^ t[1][(high >> 16) & 0xFF] ^ t[0][high >> 24];
+  }
+  for (; size > 0; --size, ++p) crc = (crc >> 8) ^ t[0][(crc ^ *p) & 0xFF];
+  return ~crc;
+}
+
+uint32_t crc32c(uint32_t crc, const void* bytes, size_t size) {
+#if defined(__x86_64__)
+  if (has_sse42()) return crc32c_sse42(crc, static_cast<const unsigned char*>(bytes), size);
+#endif
+  return crc32c_portable(crc, bytes, size);
+}
+
+}  // namespace ds::io

@@ -1,0 +1,262 @@
+// Sharded checkpoints: resharding to other world sizes and stages against an uninterrupted run,
+// flat memory at save and load (peak RSS from /proc/self/status), and one clear error, naming the
+// file, for every fault a checkpoint can have.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/checkpoint_index.hpp"
+#include "dstrain/engine/data/token_source.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/loss.hpp"
+#include "dstrain/runtime/error.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Engine = ds::Engine<ds::models::GPT>;
+
+constexpr int kGlobalBatch = 12;  // divisible by every group size used (1 to 4)
+
+nlohmann::json model_block(int n_embd = 32) {
+  return {{"n_layer", 2}, {"n_head", 2}, {"n_embd", n_embd}, {"block_size", 16}, {"vocab_size", 64}, {"dropout", 0.0}};
+}
+
+nlohmann::json config_json(int stage, int world, const nlohmann::json& model = model_block()) {
+  return {{"train_micro_batch_size_per_gpu", kGlobalBatch / world},
+          {"gradient_accumulation_steps", 1},
+          {"gradient_clipping", 0.5},
+          {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 3e-3}, {"weight_decay", 0.01}}}}},
+          {"zero_optimization", {{"stage", stage}, {"reduce_bucket_size", 3000}, {"stage3_param_persistence_threshold", 0}}},
+          {"dstrain", {{"model", model}}}};
+}
+
+std::shared_ptr<Engine> make_engine(const nlohmann::json& config, std::shared_ptr<ds::comm::Backend> group = nullptr) {
+  torch::manual_seed(7);
+  ds::models::GPT model(ds::models::GPTConfig::from_json(config["dstrain"]["model"]));
+  return ds::initialize(model, ds::Config::from_json(config), group ? group : ds::comm::init_distributed("mpi"));
+}
+
+std::vector<double> train(Engine& engine, int steps) {
+  auto source = ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 3}}, 64, 16);
+  auto& group = engine.dp_group();
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    ds::data::Batch batch = source->batch(engine.global_steps(), 0, group.rank(), group.world_size(),
+                                          engine.train_micro_batch_size_per_gpu());
+    at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
+    engine.backward(loss);
+    engine.step();
+    at::Tensor mean = torch::tensor({loss.item<double>()}, torch::kDouble);
+    group.all_reduce(mean, ds::comm::ReduceOp::Avg);
+    losses.push_back(mean.item<double>());
+  }
+  return losses;
+}
+
+// A fresh directory per test and world size (the 1-, 2- and 4-rank runs may overlap).
+std::string fresh_dir(const std::string& name) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("dstrain_ckpt_" + name + "_np" + std::to_string(ds::comm::get_world_size()))).string();
+  if (ds::comm::get_rank() == 0) fs::remove_all(dir);
+  ds::comm::init_distributed("mpi")->barrier();
+  return dir;
+}
+
+// Runs `body` on rank 0 only, the others waiting: edits to the shared checkpoint files.
+template <class Fn>
+void on_rank0(Fn body) {
+  if (ds::comm::get_rank() == 0) body();
+  ds::comm::init_distributed("mpi")->barrier();
+}
+
+// The error `body` throws (on every rank), as text.
+template <class Fn>
+std::string error_of(Fn body) {
+  try {
+    body();
+  } catch (const ds::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+int64_t status_kib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  return -1;
+}
+
+// Peak RSS growth (bytes) while `body` runs: the kernel's high-water mark is reset first
+// (clear_refs 5), so VmHWM afterwards is the peak of `body` alone.
+template <class Fn>
+int64_t peak_growth(Fn body) {
+  std::ofstream("/proc/self/clear_refs") << "5";
+  const int64_t before = status_kib("VmRSS");
+  REQUIRE(status_kib("VmHWM") <= before + 64);  // the reset worked
+  body();
+  return (status_kib("VmHWM") - before) * 1024;
+}
+
+void flip_byte(const std::string& path, int64_t offset) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(offset);
+  char c = 0;
+  file.get(c);
+  file.seekp(offset);
+  file.put(static_cast<char>(c ^ 0x10));
+}
+
+}  // namespace
+
+TEST_CASE("a sharded checkpoint reloads under other world sizes and stages", "[mpi][checkpoint]") {
+  const std::string dir = fresh_dir("reshard");
+  const int world = ds::comm::get_world_size();
+  std::vector<double> uninterrupted;
+  {
+    auto engine = make_engine(config_json(3, world));
+    train(*engine, 3);
+    engine->save_checkpoint(dir);
+    uninterrupted = train(*engine, 3);
+  }
+  {
+    // The files: one shard per rank and an index that describes them.
+    const ds::ckpt::CheckpointIndex index = ds::ckpt::CheckpointIndex::read(ds::ckpt::checkpoint_folder(dir, ""));
+    REQUIRE(index.tag == "global_step3");
+    REQUIRE(index.world_size == world);
+    REQUIRE(index.partitions == world);
+    REQUIRE(index.shards.size() == static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r)
+      REQUIRE(fs::file_size(dir + "/global_step3/rank" + std::to_string(r) + ".bin") ==
+              static_cast<uintmax_t>(index.shards[r].bytes));
+  }
+  // Two groups load it at once: rank 0 alone, and the other ranks (world - 1 of them).
+  auto world_group = ds::comm::init_distributed("mpi");
+  const int color = world_group->rank() == 0 ? 0 : 1;
+  auto group = world_group->split(color, world_group->rank());
+  for (int stage : {0, 1, 2, 3}) {
+    INFO("world " << world << " -> " << group->world_size() << ", ZeRO 3 -> " << stage);
+    auto engine = make_engine(config_json(stage, group->world_size()), group);
+    engine->load_checkpoint(dir);
+    REQUIRE(engine->global_steps() == 3);
+    const std::vector<double> resumed = train(*engine, 3);
+    for (size_t i = 0; i < resumed.size(); ++i) REQUIRE(std::abs(resumed[i] - uninterrupted[i]) <= 1e-6 * uninterrupted[i]);
+  }
+  world_group->barrier();
+}
+
+TEST_CASE("saving and loading at stage 3 raise peak RSS by at most one bucket", "[mpi][checkpoint]") {
+  const std::string dir = fresh_dir("memory");
+  const int world = ds::comm::get_world_size();
+  // ~1.6 M parameters: 19 MB of fp32 master weights and Adam state in all, 19/world MB per rank.
+  nlohmann::json config = config_json(3, world, model_block(256));
+  config["zero_optimization"]["reduce_bucket_size"] = 50000;  // a 200 KB bucket
+  auto engine = make_engine(config);
+  train(*engine, 1);
+  const ds::ModelStateBytes bytes = engine->model_state_bytes();
+  const int64_t bucket = engine->checkpoint_bucket_bytes();
+  REQUIRE(bucket == 200000);
+  const int64_t save = peak_growth([&] { engine->save_checkpoint(dir); });
+  const int64_t load = peak_growth([&] { engine->load_checkpoint(dir); });
+  INFO("rank " << ds::comm::get_rank() << ": optimizer state " << bytes.optimizer << " B, bucket " << bucket
+       << " B; peak RSS growth at save " << save << " B, at load " << load << " B");
+  // One bucket, plus 1 MiB for the allocator's and the index's small change.
+  REQUIRE(save <= bucket + (1 << 20));
+  REQUIRE(load <= bucket + (1 << 20));
+  REQUIRE(bytes.optimizer * world > 4 * (bucket + (1 << 20)));  // gathering the state whole would not pass
+}
+
+TEST_CASE("every damaged or mismatched checkpoint is an error naming the file", "[mpi][checkpoint]") {
+  const std::string dir = fresh_dir("faults");
+  const int world = ds::comm::get_world_size();
+  {
+    auto engine = make_engine(config_json(1, world));
+    train(*engine, 2);
+    engine->save_checkpoint(dir);
+  }
+  const std::string folder = dir + "/global_step2";
+  const std::string shard = folder + "/rank0.bin";
+  auto load = [&](const nlohmann::json& config) { return error_of([&] { make_engine(config)->load_checkpoint(dir); }); };
+  const nlohmann::json good = config_json(1, world);
+  REQUIRE(load(good) == "(no error)");
+
+  SECTION("a flipped bit") {
+    on_rank0([&] { flip_byte(shard, static_cast<int64_t>(fs::file_size(shard) / 2)); });
+    const std::string e = load(good);
+    REQUIRE_THAT(e, Catch::Contains("corrupted") && Catch::Contains(shard));
+  }
+  SECTION("a truncated shard") {
+    on_rank0([&] { fs::resize_file(shard, fs::file_size(shard) - 100); });
+    REQUIRE_THAT(load(good), Catch::Contains("truncated") && Catch::Contains(shard));
+  }
+  SECTION("a missing shard") {
+    on_rank0([&] { fs::remove(shard); });
+    REQUIRE_THAT(load(good), Catch::Contains(shard));
+  }
+  SECTION("a truncated index") {
+    on_rank0([&] { fs::resize_file(folder + "/index.json", 100); });
+    REQUIRE_THAT(load(good), Catch::Contains("not valid JSON") && Catch::Contains(folder + "/index.json"));
+  }
+  SECTION("an empty latest") {
+    on_rank0([&] { std::ofstream(dir + "/latest", std::ios::trunc); });
+    REQUIRE_THAT(load(good), Catch::Contains("'latest' is empty") && Catch::Contains(dir + "/latest"));
+  }
+  SECTION("a latest naming a missing checkpoint") {
+    on_rank0([&] { std::ofstream(dir + "/latest", std::ios::trunc) << "global_step9\n"; });
+    REQUIRE_THAT(load(good), Catch::Contains("global_step9") && Catch::Contains("index.json"));
+  }
+  SECTION("another optimizer") {
+    nlohmann::json sgd = good;
+    sgd["optimizer"] = {{"type", "SGD"}, {"params", {{"lr", 0.1}, {"momentum", 0.9}}}};
+    REQUIRE_THAT(load(sgd), Catch::Contains("optimizer AdamW, this run configures SGD") && Catch::Contains("index.json"));
+  }
+  SECTION("another model") {
+    nlohmann::json fewer = good;
+    fewer["dstrain"]["model"]["n_layer"] = 1;
+    REQUIRE_THAT(load(fewer), Catch::Contains("n_layer 2 -> 1"));
+    nlohmann::json heads = good;
+    heads["dstrain"]["model"]["n_head"] = 4;
+    REQUIRE_THAT(load(heads), Catch::Contains("n_head 2 -> 4"));
+  }
+  SECTION("an interrupted save leaves the previous checkpoint loadable and its debris is removed") {
+    // What a save killed before its rename leaves: a partial folder, a temporary latest.
+    on_rank0([&] {
+      fs::create_directories(dir + "/.global_step4.partial");
+      std::ofstream(dir + "/.global_step4.partial/rank0.bin") << "half";
+      std::ofstream(dir + "/latest.tmp.12345") << "global_st";
+    });
+    REQUIRE(load(good) == "(no error)");
+    auto engine = make_engine(good);
+    engine->load_checkpoint(dir);
+    train(*engine, 2);
+    engine->save_checkpoint(dir);
+    REQUIRE(!fs::exists(dir + "/.global_step4.partial"));
+    REQUIRE(!fs::exists(dir + "/latest.tmp.12345"));
+    REQUIRE(ds::ckpt::checkpoint_folder(dir, "") == dir + "/global_step4");
+  }
+}
+
+TEST_CASE("diverged weights never become a checkpoint", "[mpi][checkpoint]") {
+  const std::string dir = fresh_dir("diverged");
+  const int world = ds::comm::get_world_size();
+  nlohmann::json config = config_json(2, world);
+  auto engine = make_engine(config);
+  train(*engine, 1);
+  engine->save_checkpoint(dir);
+  config["optimizer"]["params"]["lr"] = 1e30;  // weights of ~1e30 overflow the next forward
+  config["gradient_clipping"] = 0.0;
+  auto diverging = make_engine(config);
+  diverging->load_checkpoint(dir);
+  train(*diverging, 4);
+  REQUIRE_THAT(error_of([&] { diverging->save_checkpoint(dir); }), Catch::Contains("not finite"));
+  REQUIRE(ds::ckpt::checkpoint_folder(dir, "") == dir + "/global_step1");
+  REQUIRE(!fs::exists(dir + "/global_step5"));
+  REQUIRE(!fs::exists(dir + "/.global_step5.partial"));
+}
