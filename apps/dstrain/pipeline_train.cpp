@@ -2,10 +2,12 @@
 
 #include <chrono>
 
+#include "dstrain/engine/activation_checkpointing.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/memory.hpp"
 #include "train_command.hpp"
 #include "train_report.hpp"
 
@@ -14,9 +16,11 @@ namespace ds::app {
 int run_pipeline_training(const Config& config, const TrainOptions& options, std::shared_ptr<comm::Backend> world) {
   const nlohmann::json& block = config.dstrain_block();
   const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
-  const auto model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));
+  auto model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));
+  model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
   auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
                                         model_config.block_size);
+  const int64_t baseline_rss = process_memory().rss_bytes;
   PipelineEngine engine(model_config, config, world);
   if (options.resume) {
     engine.load_checkpoint(options.save_dir);
@@ -27,7 +31,7 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, std
   CheckpointSchedule checkpoints(
       {options.save_dir.empty() ? "" : engine.checkpoint_dir(options.save_dir), options.save_interval, options.keep_last});
 
-  TrainReport report(world->rank(), options.metrics_path, steps, config.training().steps_per_print,
+  TrainReport report(*world, baseline_rss, options.metrics_path, steps, config.training().steps_per_print,
                      model_config.block_size);
   log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, in ",
             engine.grid().stages(), " pipeline stages x ", engine.grid().replicas(), " replicas, ",

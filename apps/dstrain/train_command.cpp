@@ -2,10 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/activation_checkpointing.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
@@ -14,6 +16,8 @@
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/memory.hpp"
+#include "dstrain/zero/init.hpp"
 #include "pipeline_train.hpp"
 #include "placement.hpp"
 #include "train_report.hpp"
@@ -94,10 +98,15 @@ int run_training(const TrainOptions& options) {
     return run_pipeline_training(config, options, world);
   }
   const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
+  const int64_t baseline_rss = process_memory().rss_bytes;
   torch::manual_seed(config.training().seed);
   models::GPTConfig model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));
-  models::GPT model(model_config);
-  model->to(placement.device);  // built on the CPU first: the same seed gives the same weights anywhere
+  model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
+  // Stage 3 builds it partitioned on the CPU: no rank ever holds the whole model. On a GPU the model
+  // is built whole and moved (moving partitioned parameters would make them whole again).
+  models::GPT model = placement.device.is_cuda() ? models::GPT(model_config)
+                                                 : zero::build(config, [&] { return models::GPT(model_config); }, world);
+  if (placement.device.is_cuda()) model->to(placement.device);
   auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
                                         model_config.block_size);
   auto engine = ds::initialize(model, config, world);
@@ -111,7 +120,7 @@ int run_training(const TrainOptions& options) {
   const int world_size = world->world_size();
   const int gas = engine->gradient_accumulation_steps();
   const int micro = engine->train_micro_batch_size_per_gpu();
-  TrainReport report(rank, options.metrics_path, steps, config.training().steps_per_print, model_config.block_size);
+  TrainReport report(*world, baseline_rss, options.metrics_path, steps, config.training().steps_per_print, model_config.block_size);
   log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, ",
             model->parameters().size(), " tensors; training ", steps, " steps");
 
@@ -119,10 +128,13 @@ int run_training(const TrainOptions& options) {
     const int64_t step = engine->global_steps();
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
+    int64_t activation_bytes = 0;
     for (int a = 0; a < gas; ++a) {
       data::Batch batch = source->batch(step, a, rank, world_size, micro);
+      const int64_t before_forward = allocated_bytes();
       at::Tensor logits = engine->forward(batch.inputs.to(placement.device));
       at::Tensor loss = models::cross_entropy_loss(logits.to(at::kFloat), batch.targets.to(placement.device));
+      activation_bytes = std::max(activation_bytes, allocated_bytes() - before_forward);
       engine->backward(loss);
       engine->step();
       loss_sum += loss.item<double>();
@@ -137,6 +149,7 @@ int run_training(const TrainOptions& options) {
     figures.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     figures.train_batch_size = engine->train_batch_size();
     figures.bytes = engine->model_state_bytes();
+    figures.activation_bytes = activation_bytes;
     if (config.training().wall_clock_breakdown) {
       figures.breakdown_ms = engine->timers().elapsed_all_ms();
       engine->timers().reset();

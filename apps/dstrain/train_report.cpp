@@ -1,25 +1,20 @@
 #include "train_report.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
+#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/memory.hpp"
 
 namespace ds::app {
 namespace {
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;
-}
 
 void progress_bar(int64_t step, int64_t total, double loss) {
   const int width = 30;
@@ -32,13 +27,15 @@ void progress_bar(int64_t step, int64_t total, double loss) {
 
 }  // namespace
 
-TrainReport::TrainReport(int rank, const std::string& metrics_path, int64_t steps, int steps_per_print,
-                         int64_t block_size)
-    : steps_(steps),
+TrainReport::TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path,
+                         int64_t steps, int steps_per_print, int64_t block_size)
+    : world_(world),
+      baseline_rss_bytes_(baseline_rss_bytes),
+      steps_(steps),
       print_every_(std::max(1, steps_per_print)),
       block_size_(block_size),
-      interactive_(rank == 0 && ::isatty(STDOUT_FILENO)) {
-  if (rank == 0 && !metrics_path.empty()) {
+      interactive_(world.rank() == 0 && ::isatty(STDOUT_FILENO)) {
+  if (world.rank() == 0 && !metrics_path.empty()) {
     metrics_.open(metrics_path, std::ios::app);
     if (!metrics_) throw Error("cannot open metrics file").with_path(metrics_path).with_errno(errno);
   }
@@ -46,13 +43,20 @@ TrainReport::TrainReport(int rank, const std::string& metrics_path, int64_t step
 
 void TrainReport::step(const StepFigures& f) {
   const double samples_per_sec = f.train_batch_size / f.seconds;
+  at::Tensor memory = at::tensor({static_cast<double>(process_memory().peak_rss_bytes),
+                                  static_cast<double>(baseline_rss_bytes_), static_cast<double>(f.activation_bytes)},
+                                 at::kDouble);
+  world_.all_reduce(memory, comm::ReduceOp::Max);
+  const double peak_rss_mb = memory[0].item<double>() / 1e6;
   nlohmann::json line = {{"step", f.step},
                          {"loss", f.loss},
                          {"lr", f.lr},
                          {"grad_norm", f.grad_norm},
                          {"samples_per_sec", samples_per_sec},
                          {"tokens_per_sec", samples_per_sec * block_size_},
-                         {"peak_rss_mb", peak_rss_mb()},
+                         {"peak_rss_mb", peak_rss_mb},
+                         {"baseline_rss_mb", memory[1].item<double>() / 1e6},
+                         {"activation_mb", memory[2].item<double>() / 1e6},
                          {"param_bytes", f.bytes.parameters},
                          {"grad_bytes", f.bytes.gradients},
                          {"optimizer_bytes", f.bytes.optimizer}};
@@ -65,7 +69,7 @@ void TrainReport::step(const StepFigures& f) {
                   "step %lld | loss %.4f | lr %.3e | %.1f samples/s | model state %.1f MB (params %.1f, grads %.1f, "
                   "optim %.1f) | peak rss %.0f MB",
                   static_cast<long long>(f.step), f.loss, f.lr, samples_per_sec, f.bytes.total() / 1e6,
-                  f.bytes.parameters / 1e6, f.bytes.gradients / 1e6, f.bytes.optimizer / 1e6, peak_rss_mb());
+                  f.bytes.parameters / 1e6, f.bytes.gradients / 1e6, f.bytes.optimizer / 1e6, peak_rss_mb);
     if (interactive_) std::printf("\n");
     log::info(text);
   }

@@ -1,6 +1,8 @@
 // What the trainer reports after each optimizer step, the same for data-parallel and pipeline
 // training: one JSON line per step in --metrics (rank 0), a progress bar when rank 0 writes to a
-// terminal, and a log line every steps_per_print steps and at the last.
+// terminal, and a log line every steps_per_print steps and at the last. Memory figures are the
+// largest over the ranks (step() is collective): peak RSS (VmHWM), the RSS each rank had before the
+// model existed (the baseline: LibTorch, MPI, the program) and the activation bytes of a forward.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "dstrain/comm/backend.hpp"
 #include "dstrain/engine/engine.hpp"
 
 namespace ds::app {
@@ -21,17 +24,22 @@ struct StepFigures {
   double seconds = 0;  // wall time of the step
   int train_batch_size = 0;
   ModelStateBytes bytes;  // rank 0's
+  int64_t activation_bytes = 0;  // this rank's most over the step's forwards (allocated_bytes() rise)
   std::optional<std::map<std::string, double>> breakdown_ms;  // with wall_clock_breakdown
 };
 
 class TrainReport {
  public:
-  // metrics_path: "" for none. Throws ds::Error when rank 0 cannot open it.
-  TrainReport(int rank, const std::string& metrics_path, int64_t steps, int steps_per_print, int64_t block_size);
+  // metrics_path: "" for none. Throws ds::Error when rank 0 cannot open it. baseline_rss_bytes:
+  // this rank's RSS before the model was built.
+  TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path, int64_t steps,
+              int steps_per_print, int64_t block_size);
 
   void step(const StepFigures& figures);
 
  private:
+  comm::Backend& world_;
+  int64_t baseline_rss_bytes_;
   int64_t steps_;
   int print_every_;
   int64_t block_size_;

@@ -8,6 +8,7 @@
 #include "dstrain/engine/onebit_adam.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/zero/init.hpp"
 
 namespace ds {
 namespace {
@@ -56,7 +57,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i)
-      layout_->copy_chunk(i, params_[i].detach(), layout_->rank(), layout_->chunk_view(i, master_));
+      layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
   }
 
   const ZeroConfig& zero = config_.zero_optimization();
@@ -82,15 +83,16 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
 EngineCore::~EngineCore() = default;
 
 void EngineCore::broadcast_parameters() {
+  // One parameter at a time, in place: never a second copy of the whole model. Parameters built
+  // partitioned (ds::zero::Init) were broadcast as they were built.
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& param : params_) flat.push_back(param.detach().reshape({-1}));
-  at::Tensor buffer = at::cat(flat);
-  group_->broadcast(buffer, 0);
-  int64_t offset = 0;
-  for (at::Tensor& param : params_) {
-    param.detach().view({-1}).copy_(buffer.narrow(0, offset, param.numel()));
-    offset += param.numel();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!zero::is_partitioned(params_[i])) {
+      group_->broadcast(params_[i].detach(), 0);
+    } else if (zero_stage() != 3) {
+      throw Error("parameter '" + names_[i] + "' was built partitioned (ds::zero::Init), which needs ZeRO stage 3")
+          .with_key("zero_optimization.stage");
+    }
   }
 }
 
@@ -118,6 +120,7 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
   // gradients as they are: the full allreduce is the traffic it exists to save.
   reducer_->set_local_only(!optimizer_->needs_reduced_gradients(optimizer_steps_ + 1));
+  if (coordinator_) coordinator_->begin_backward();
   torch::autograd::backward(outputs, gradients);
   if (reducer_->reducing()) reducer_->finish_backward();
   if (coordinator_) coordinator_->release_all();
@@ -179,19 +182,30 @@ void EngineCore::refresh_model_from_master() {
     coordinator_->load_shard(master_);
     return;
   }
+  // Stages 0-2 hold every parameter whole. The shards are gathered a bucket of consecutive
+  // parameters at a time (about allgather_bucket_size elements), so the model never sits whole in a
+  // second buffer.
   const int partitions = layout_->partitions();
-  const int64_t shard = layout_->shard_numel();
-  at::Tensor gathered = master_.to(params_.front().scalar_type());
-  if (partitions > 1) {
-    at::Tensor all = at::empty({partitions * shard}, gathered.options());
-    group_->all_gather_into(all, gathered);
-    gathered = all;
-  }
-  at::Tensor by_rank = gathered.view({partitions, shard});
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const zero::ParamSlot& slot = layout_->slot(i);
-    at::Tensor full = by_rank.narrow(1, slot.shard_offset, slot.chunk).reshape({-1}).narrow(0, 0, slot.numel);
-    params_[i].detach().view({-1}).copy_(full);
+  const int64_t bucket_numel = config_.zero_optimization().allgather_bucket_size;
+  const auto dtype = params_.front().scalar_type();
+  for (size_t first = 0, last = 0; first < params_.size(); first = last) {
+    int64_t numel = 0;
+    do numel += layout_->slot(last++).chunk * partitions;
+    while (last < params_.size() && numel + layout_->slot(last).chunk * partitions <= bucket_numel);
+    const int64_t begin = layout_->slot(first).shard_offset;
+    const int64_t width = layout_->slot(last - 1).shard_offset + layout_->slot(last - 1).chunk - begin;
+    const at::Tensor mine = master_.narrow(0, begin, width).to(dtype);
+    at::Tensor by_rank = mine.view({1, width});
+    if (partitions > 1) {
+      at::Tensor all = at::empty({partitions * width}, mine.options());
+      group_->all_gather_into(all, mine);
+      by_rank = all.view({partitions, width});
+    }
+    for (size_t i = first; i < last; ++i) {
+      const zero::ParamSlot& slot = layout_->slot(i);
+      at::Tensor full = by_rank.narrow(1, slot.shard_offset - begin, slot.chunk).reshape({-1}).narrow(0, 0, slot.numel);
+      params_[i].detach().view({-1}).copy_(full);
+    }
   }
 }
 

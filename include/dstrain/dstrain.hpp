@@ -4,6 +4,7 @@
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/memory.hpp"
 #include "dstrain/runtime/timers.hpp"
 
 #include "dstrain/comm/backend.hpp"
@@ -19,10 +20,13 @@
 #include "dstrain/pipe/schedule.hpp"
 
 #include "dstrain/zero/gathered_parameters.hpp"
+#include "dstrain/zero/init.hpp"
+#include "dstrain/zero/linear.hpp"
 #include "dstrain/zero/module.hpp"
 #include "dstrain/zero/module_call.hpp"
 #include "dstrain/zero/param_status.hpp"
 
+#include "dstrain/engine/activation_checkpointing.hpp"
 #include "dstrain/engine/checkpoint_index.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/engine.hpp"

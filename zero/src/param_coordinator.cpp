@@ -7,6 +7,7 @@
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/zero/init.hpp"
 #include "dstrain/zero/module.hpp"
 
 namespace ds::zero {
@@ -24,8 +25,10 @@ ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const
     p.persistent = params[i].numel() <= config_.stage3_param_persistence_threshold;
     index_of_[params[i].unsafeGetTensorImpl()] = i;
     at::NoGradGuard no_grad;
-    layout_.copy_chunk(i, params[i].detach(), layout_.rank(), layout_.chunk_view(i, model_shard_));
-    if (p.persistent)
+    layout_.copy_rank_chunk(i, params[i].detach(), layout_.chunk_view(i, model_shard_));
+    if (p.persistent && is_partitioned(params[i]))
+      wait_available(i);  // built partitioned under another persistence threshold: gather it once
+    else if (p.persistent)
       p.status = ParamStatus::Available;
     else
       free_whole(i);
@@ -99,20 +102,36 @@ void ParameterCoordinator::acquire(size_t i) {
 
 void ParameterCoordinator::release(size_t i) {
   Param& p = params_[i];
-  if (--p.users == 0 && !p.persistent) free_whole(i);
+  if (--p.users == 0 && !p.persistent && !reused_soon(i)) free_whole(i);
+}
+
+bool ParameterCoordinator::reused_soon(size_t i) {
+  if (!trace_complete_ || in_backward_) return false;
+  int64_t distance = 0;
+  for (size_t pos = trace_position_; pos < trace_.size(); ++pos) {
+    const std::vector<size_t>& own = own_params(*trace_[pos]);
+    if (std::find(own.begin(), own.end(), i) != own.end()) return distance <= config_.stage3_max_reuse_distance;
+    for (size_t j : own)
+      if (!params_[j].persistent) distance += layout_.slot(j).numel;
+    if (distance > config_.stage3_max_reuse_distance) return false;
+  }
+  return false;
 }
 
 void ParameterCoordinator::pre_forward(torch::nn::Module& module) {
-  if (!trace_complete_) {
+  const size_t trace_index = trace_position_;
+  if (in_backward_) {
+    // A recomputation (activation checkpointing): gather what the module needs, record nothing.
+  } else if (!trace_complete_) {
     trace_.push_back(&module);
   } else if (trace_position_ >= trace_.size() || trace_[trace_position_] != &module) {
     // The model took another path than the recorded one: record it afresh, prefetch nothing.
     trace_.assign(1, &module);
     trace_complete_ = false;
   }
-  ++trace_position_;
+  if (!in_backward_) ++trace_position_;
 
-  Frame frame{&module, own_params(module)};
+  Frame frame{&module, own_params(module), trace_index};
   if (auto it = external_.find(&module); it != external_.end())
     frame.held.insert(frame.held.end(), it->second.begin(), it->second.end());
   if (auto* zero_module = dynamic_cast<Module*>(&module))
@@ -120,7 +139,7 @@ void ParameterCoordinator::pre_forward(torch::nn::Module& module) {
       if (auto found = index_of_.find(param.unsafeGetTensorImpl()); found != index_of_.end()) frame.held.push_back(found->second);
   for (size_t i : frame.held) acquire(i);
   stack_.push_back(std::move(frame));
-  prefetch_after(module);
+  if (!in_backward_) prefetch_after(module);
 }
 
 void ParameterCoordinator::post_forward(torch::nn::Module& module, const std::vector<at::Tensor*>& outputs) {
@@ -150,31 +169,47 @@ void ParameterCoordinator::post_forward(torch::nn::Module& module, const std::ve
   for (size_t i : frame.held)
     if (!params_[i].persistent) needed.push_back(i);
   if (!needed.empty()) {
+    const size_t trace_index = in_backward_ ? trace_.size() : frame.trace_index;
     for (at::Tensor* output : outputs) {
       if (!output->requires_grad() || output->is_leaf()) continue;
-      output->register_hook([this, needed](const at::Tensor&) {
+      output->register_hook([this, needed, trace_index](const at::Tensor&) {
         for (size_t i : needed) wait_available(i);
+        prefetch_before(trace_index);
       });
     }
   }
   for (size_t i : frame.held) release(i);
 }
 
+bool ParameterCoordinator::prefetch(size_t i, int64_t& budget, int64_t& live) {
+  const Param& p = params_[i];
+  if (p.persistent || p.status != ParamStatus::NotAvailable) return true;
+  const int64_t numel = layout_.slot(i).chunk * layout_.partitions();
+  if (numel > budget || live + numel > config_.stage3_max_live_parameters) return false;
+  post_gather(i);
+  budget -= numel;
+  live += numel;
+  return true;
+}
+
 void ParameterCoordinator::prefetch_after(torch::nn::Module& module) {
   if (!trace_complete_) return;
   int64_t budget = config_.stage3_prefetch_bucket_size;
   int64_t live = live_numel();
-  for (size_t pos = trace_position_; pos < trace_.size() && budget > 0; ++pos) {
-    for (size_t i : own_params(*trace_[pos])) {
-      const Param& p = params_[i];
-      if (p.persistent || p.status != ParamStatus::NotAvailable) continue;
-      const int64_t numel = layout_.slot(i).chunk * layout_.partitions();
-      if (numel > budget || live + numel > config_.stage3_max_live_parameters) return;
-      post_gather(i);
-      budget -= numel;
-      live += numel;
-    }
-  }
+  for (size_t pos = trace_position_; pos < trace_.size() && budget > 0; ++pos)
+    for (size_t i : own_params(*trace_[pos]))
+      if (!prefetch(i, budget, live)) return;
+}
+
+void ParameterCoordinator::prefetch_before(size_t trace_index) {
+  // Only from a complete order: a module whose recorded place is unknown (a recomputation) has
+  // trace_index past the end and prefetches nothing.
+  if (!trace_complete_ || trace_index >= trace_.size()) return;
+  int64_t budget = config_.stage3_prefetch_bucket_size;
+  int64_t live = live_numel();
+  for (size_t pos = trace_index; pos-- > 0 && budget > 0;)
+    for (size_t i : own_params(*trace_[pos]))
+      if (!prefetch(i, budget, live)) return;
 }
 
 int64_t ParameterCoordinator::live_numel() const {
@@ -187,6 +222,7 @@ int64_t ParameterCoordinator::live_numel() const {
 void ParameterCoordinator::begin_forward() {
   if (!trace_.empty()) trace_complete_ = true;
   trace_position_ = 0;
+  in_backward_ = false;
 }
 
 void ParameterCoordinator::gradient_taken(size_t i) {

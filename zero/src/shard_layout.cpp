@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/zero/init.hpp"
 
 namespace ds::zero {
 
@@ -28,6 +29,16 @@ void ShardLayout::copy_chunk(size_t i, const at::Tensor& full, int part, const a
   at::Tensor flat = full.reshape({-1});
   if (valid > 0) chunk_out.narrow(0, 0, valid).copy_(flat.narrow(0, begin, valid));
   if (valid < s.chunk) chunk_out.narrow(0, valid, s.chunk - valid).zero_();
+}
+
+void ShardLayout::copy_rank_chunk(size_t i, const at::Tensor& param, const at::Tensor& chunk_out) const {
+  if (!is_partitioned(param)) return copy_chunk(i, param, rank_, chunk_out);
+  at::Tensor chunk = partition_chunk(param);
+  if (chunk.numel() != slots_[i].chunk)
+    throw Error("parameter " + std::to_string(i) + " was built partitioned into chunks of " +
+                std::to_string(chunk.numel()) + " elements, this engine's " + std::to_string(partitions_) +
+                " ranks need " + std::to_string(slots_[i].chunk) + ": build it under the engine's group");
+  chunk_out.copy_(chunk);
 }
 
 void ShardLayout::copy_gathered(size_t i, const at::Tensor& gathered, const at::Tensor& full) const {

@@ -1,6 +1,9 @@
 #include "dstrain/engine/models/gpt.hpp"
 
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/engine/activation_checkpointing.hpp"
+#include "dstrain/zero/init.hpp"
+#include "dstrain/zero/linear.hpp"
 #include "dstrain/zero/module_call.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -50,7 +53,11 @@ GPTImpl::GPTImpl(const GPTConfig& config, int64_t first_layer, int64_t last_laye
     // equal to the embedding stage's.
     at::Generator init = layer_generator(0);
     wte = register_module("wte", make_embedding(config.vocab_size, config.n_embd, init));
-    if (has_embedding) wpe = register_module("wpe", make_embedding(config.block_size, config.n_embd, init));
+    ds::zero::partition_built(*wte);
+    if (has_embedding) {
+      wpe = register_module("wpe", make_embedding(config.block_size, config.n_embd, init));
+      ds::zero::partition_built(*wpe);
+    }
     // The head multiplies by wte's weight outside wte's own forward.
     if (has_head) register_external_parameter(wte->weight);
   }
@@ -58,15 +65,33 @@ GPTImpl::GPTImpl(const GPTConfig& config, int64_t first_layer, int64_t last_laye
   for (int64_t layer = std::max<int64_t>(first_layer, 1); layer < std::min(last_layer, head_layer); ++layer) {
     at::Generator init = layer_generator(layer);
     Block block(config, init);
+    ds::zero::partition_built(*block);
     blocks->update({{std::to_string(layer - 1), block.ptr()}});
     h.push_back(block);
   }
-  if (has_head) ln_f = register_module("ln_f", LayerNorm(config.n_embd, config.bias));
+  if (has_head) {
+    ln_f = register_module("ln_f", LayerNorm(config.n_embd, config.bias));
+    ds::zero::partition_built(*ln_f);
+  }
 }
 
 at::Tensor GPTImpl::forward(const at::Tensor& input) {
   at::Tensor x = first_layer_ == 0 ? embed(input) : input;
-  for (Block& block : h) x = ds::zero::call(block, x);
+  const size_t segment = static_cast<size_t>(config_.activation_checkpoint_interval);
+  if (segment == 0 || !is_training()) {
+    for (Block& block : h) x = ds::zero::call(block, x);
+  } else {
+    for (size_t first = 0; first < h.size(); first += segment) {
+      const size_t last = std::min(first + segment, h.size());
+      x = ds::checkpoint(
+          [this, first, last](const at::Tensor& in) {
+            at::Tensor y = in;
+            for (size_t b = first; b < last; ++b) y = ds::zero::call(h[b], y);
+            return y;
+          },
+          x);
+    }
+  }
   return ln_f ? head(x) : x;
 }
 
@@ -86,7 +111,7 @@ at::Tensor GPTImpl::embed(const at::Tensor& tokens) {
 }
 
 at::Tensor GPTImpl::head(const at::Tensor& hidden) {
-  return torch::linear(ds::zero::call(ln_f, hidden), wte->weight);
+  return ds::zero::linear(ds::zero::call(ln_f, hidden), wte->weight);
 }
 
 }  // namespace ds::models

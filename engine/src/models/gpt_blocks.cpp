@@ -17,9 +17,9 @@ constexpr double kInitStd = 0.02;
 // of them: the stream's variance then stays put as depth grows.
 double residual_std(const GPTConfig& config) { return kInitStd / std::sqrt(2.0 * config.n_layer); }
 
-torch::nn::Linear make_linear(const GPTConfig& config, int64_t in, int64_t out, double std,
+ds::zero::Linear make_linear(const GPTConfig& config, int64_t in, int64_t out, double std,
                               at::Generator& init) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(config.bias));
+  ds::zero::Linear linear(torch::nn::LinearOptions(in, out).bias(config.bias));
   torch::NoGradGuard no_grad;
   linear->weight.normal_(0.0, std, init);
   if (config.bias) linear->bias.zero_();

@@ -10,8 +10,13 @@
 // their own. Parameters of at most stage3_param_persistence_threshold elements stay whole. The first
 // forward records the order modules run in; later forwards prefetch the next modules' parameters
 // (up to stage3_prefetch_bucket_size elements ahead, never more than stage3_max_live_parameters
-// whole at once). A parameter a child returns from its forward becomes an external parameter of
-// the caller (kept whole until the caller is done), as DeepSpeed does.
+// whole at once); in backward, gradient reaching a module's outputs prefetches the modules that ran
+// before it, in reverse order, within the same limits. A parameter whose next use in the recorded
+// forward order comes within stage3_max_reuse_distance elements of other gathers stays whole until
+// then. A parameter a child returns from its forward becomes an external parameter of the caller
+// (kept whole until the caller is done), as DeepSpeed does. Module calls made during backward
+// (activation checkpointing recomputing a block) gather and release as in forward but leave the
+// recorded order alone.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -53,6 +58,8 @@ class ParameterCoordinator : public ModuleHooks {
   const at::Tensor& model_shard() const { return model_shard_; }
   // Start of an engine forward: the recorded module order is complete once a second forward starts.
   void begin_forward();
+  // Start of an engine backward.
+  void begin_backward() { in_backward_ = true; }
   // After an optimizer step: takes the new master shard and refreshes the whole (persistent) ones.
   void load_shard(const at::Tensor& master_shard);
   // Called when parameter i's gradient has been taken: it is no longer needed whole.
@@ -78,6 +85,7 @@ class ParameterCoordinator : public ModuleHooks {
   struct Frame {
     torch::nn::Module* module;
     std::vector<size_t> held;
+    size_t trace_index;  // where module stands in the recorded order (meaningful once complete)
   };
 
   const std::vector<size_t>& own_params(torch::nn::Module& module);
@@ -87,6 +95,10 @@ class ParameterCoordinator : public ModuleHooks {
   void release(size_t i);
   void free_whole(size_t i);
   void prefetch_after(torch::nn::Module& module);
+  void prefetch_before(size_t trace_index);
+  // Posts the gather of parameter i if it is not whole and the limits allow; false once they do not.
+  bool prefetch(size_t i, int64_t& budget, int64_t& live);
+  bool reused_soon(size_t i);
   int64_t live_numel() const;
 
   const ShardLayout& layout_;
@@ -100,6 +112,7 @@ class ParameterCoordinator : public ModuleHooks {
   std::vector<Frame> stack_;
   std::vector<torch::nn::Module*> trace_;  // forward order of modules, recorded once
   bool trace_complete_ = false;
+  bool in_backward_ = false;
   size_t trace_position_ = 0;
 };
 

@@ -33,6 +33,9 @@ class ShardLayout {
   // Copies partition `part`'s chunk of `full` (parameter i, any shape and dtype) into `chunk_out`
   // (chunk elements), zero-filling the padding past the parameter's end.
   void copy_chunk(size_t i, const at::Tensor& full, int part, const at::Tensor& chunk_out) const;
+  // Copies this rank's chunk of parameter i into chunk_out, from the whole parameter or from one
+  // built partitioned by ds::zero::Init (ds::Error if that was for another number of ranks).
+  void copy_rank_chunk(size_t i, const at::Tensor& param, const at::Tensor& chunk_out) const;
   // Copies `gathered` ([partitions * chunk], rank-major) into `full` (parameter i), dropping padding.
   void copy_gathered(size_t i, const at::Tensor& gathered, const at::Tensor& full) const;
   // This rank's chunk of parameter i inside a shard-shaped tensor.

@@ -14,6 +14,10 @@
 // seed_layers), the tied wte from layer 0's. A stage holding layer 0 or the head holds wte
 // (one tensor if it holds both); when two stages each hold a copy, the pipeline keeps them equal
 // by summing their gradients after backward (DeepSpeed's ReduceTiedGrads): see tied_weight().
+// Built while a ds::zero::Init is active (ZeRO stage 3), each embedding, block and the final norm is
+// partitioned as soon as it is built, so no rank holds the whole model. In training, with
+// config.activation_checkpoint_interval = k > 0, each run of k consecutive blocks is one
+// ds::checkpoint segment: only its input is kept for backward, which recomputes the segment.
 #pragma once
 
 #include "dstrain/engine/models/gpt_blocks.hpp"

@@ -6,14 +6,19 @@
 // Each initializes its parameters from the generator it is given (GPT-2's scheme: normal(0, 0.02),
 // residual projections normal(0, 0.02 / sqrt(2 * n_layer)), zero biases, LayerNorm weight 1), so
 // that a block is the same whether built in the whole model or alone on a pipeline stage.
+// For ZeRO stage 3: the block, the attention and the feed-forward derive from ds::zero::Module, so
+// each gathers only its own weights around its own forward, and the linears are
+// ds::zero::Linear, whose autograd keeps no gathered weight alive between forward and backward.
 #pragma once
 
 #include "dstrain/engine/models/gpt_config.hpp"
 
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
+
+#include "dstrain/zero/linear.hpp"
+#include "dstrain/zero/module.hpp"
 
 namespace ds::models {
 
@@ -27,13 +32,13 @@ class LayerNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LayerNorm);
 
-class CausalSelfAttentionImpl : public torch::nn::Module {
+class CausalSelfAttentionImpl : public ds::zero::Module {
  public:
   CausalSelfAttentionImpl(const GPTConfig& config, at::Generator& init);
   at::Tensor forward(const at::Tensor& x);  // [B, T, C] -> [B, T, C]
 
-  torch::nn::Linear c_attn{nullptr};
-  torch::nn::Linear c_proj{nullptr};
+  ds::zero::Linear c_attn{nullptr};
+  ds::zero::Linear c_proj{nullptr};
 
  private:
   int64_t n_head_;
@@ -41,20 +46,20 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CausalSelfAttention);
 
-class FeedForwardImpl : public torch::nn::Module {
+class FeedForwardImpl : public ds::zero::Module {
  public:
   FeedForwardImpl(const GPTConfig& config, at::Generator& init);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::Linear c_fc{nullptr};
-  torch::nn::Linear c_proj{nullptr};
+  ds::zero::Linear c_fc{nullptr};
+  ds::zero::Linear c_proj{nullptr};
 
  private:
   double dropout_;
 };
 TORCH_MODULE(FeedForward);
 
-class BlockImpl : public torch::nn::Module {
+class BlockImpl : public ds::zero::Module {
  public:
   BlockImpl(const GPTConfig& config, at::Generator& init);
   at::Tensor forward(const at::Tensor& x);

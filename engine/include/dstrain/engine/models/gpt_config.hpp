@@ -18,6 +18,9 @@ struct GPTConfig {
   int64_t vocab_size = 0;
   double dropout = 0.0;
   bool bias = true;  // biases in the Linear and LayerNorm layers, as GPT-2
+  // Blocks per activation-checkpointed segment in training (0: none). Not read from the JSON: the
+  // trainer sets it from the DeepSpeed config (ds::activation_checkpoint_interval).
+  int64_t activation_checkpoint_interval = 0;
 
   // Keys n_layer, n_head, n_embd, block_size, vocab_size (required, positive), dropout (default
   // 0, in [0, 1)), bias (default true). "type" is left to the caller that chose the model.
