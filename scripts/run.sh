@@ -37,7 +37,14 @@ build() {
 
 # mpirun refuses root unless told; these make the quick start work in containers too.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Large messages between ranks on a node go by single copy (CMA, process_vm_readv), which needs
+# ptrace rights between the ranks. Where a container filters system calls (seccomp) or yama
+# restricts ptrace for a non-root user, fall back to OpenMPI's copy-in/copy-out, which works
+# everywhere but is several times slower (docs/performance.md).
+if grep -q '^Seccomp:[[:space:]]*[12]' /proc/self/status 2>/dev/null ||
+   { [ "$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)" != 0 ] && [ "$(id -u)" -ne 0 ]; }; then
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+fi
 
 case "${1:-}" in
   build)

@@ -8,7 +8,7 @@ build=${1:-$root/build}
 steps=${2:-20}
 repeats=${3:-3}
 config=$root/configs/default.json
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # A constant lr and no clipping difference: both loops use the config's AdamW and clipping.
 sets=(--set scheduler=null --set train_micro_batch_size_per_gpu=16)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 ranks=${2:-4}
 steps=${3:-10}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 sets=(--set dstrain.model.n_layer=4 --set dstrain.model.n_embd=256 --set dstrain.model.vocab_size=512
       --set zero_optimization.stage3_param_persistence_threshold=1000

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/host_policy.hpp"
 #include "dstrain/engine/onebit_adam.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -27,6 +28,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
       group_(dp_group ? std::move(dp_group) : comm::init_distributed("mpi")),
       schedule_(config_.scheduler(), config_.optimizer().lr),
       scaler_(config_.fp16()) {
+  const HostPolicy& host = apply_host_policy();
   if (!config_.batch_resolved()) config_.resolve_batch(group_->world_size());
   for (const std::string& key : config_.keys_not_acted_on())
     log::warn("config key '", key, "' is accepted but not acted on by dstrain yet (docs/config.md)");
@@ -67,6 +69,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   // accumulator is created, and stage 3 is about to leave the parameters empty.
   reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
                                                      zero.overlap_comm, std::move(on_taken));
+  reducer_->set_timers(breakdown_timers());
   if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
   optimizer_ = config_.optimizer().type == OptimizerType::OneBitAdam
                    ? std::make_unique<OneBitAdamShardOptimizer>(config_.optimizer(), layout_->shard_numel(), device,
@@ -77,7 +80,8 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
             group_->world_size(), ", train_batch_size ", train_batch_size(), " = micro ",
             train_micro_batch_size_per_gpu(), " x accumulation ", gradient_accumulation_steps(), " x ranks ",
-            group_->world_size(), ", dtype ", c10::toString(model_dtype(config_)), ", device ", device.str());
+            group_->world_size(), ", dtype ", c10::toString(model_dtype(config_)), ", device ", device.str(), ", ",
+            describe(host));
 }
 
 EngineCore::~EngineCore() = default;
@@ -139,7 +143,10 @@ bool EngineCore::any_overflow(const at::Tensor& grads) {
 }
 
 double EngineCore::global_grad_norm(const at::Tensor& grads) {
-  at::Tensor sum_sq = grads.pow(2).sum().to(at::kDouble).reshape({1});
+  // On the CPU one fused pass without a shard-sized temporary; on a device, tensor ops.
+  at::Tensor sum_sq = grads.is_cpu()
+                          ? at::full({1}, fused::sum_of_squares(grads.data_ptr<float>(), grads.numel()), at::kDouble)
+                          : grads.pow(2).sum().to(at::kDouble).reshape({1});
   // Under partitioning each rank holds a different shard; unpartitioned, all hold the same, or,
   // when the gradients were left local (OneBitAdam), each clips its own, as DeepSpeed does.
   if (layout_->partitions() > 1) group_->all_reduce(sum_sq, comm::ReduceOp::Sum);

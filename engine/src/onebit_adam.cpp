@@ -4,6 +4,7 @@
 
 #include "dstrain/comm/mpi_backend.hpp"
 #include "dstrain/comm/onebit_kernels.hpp"
+#include "dstrain/engine/fused_optimizer.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/rank_env.hpp"
 
@@ -45,7 +46,12 @@ void OneBitAdamShardOptimizer::step(const at::Tensor& params, const at::Tensor& 
   }
   if (step == freeze_step_ + 1) log::info("OneBitAdam: step ", step, ", variance frozen, compressed communication starts");
   const at::Tensor& exp_avg = adam_.exp_avg();
-  exp_avg.mul_(beta1_).add_(grads, 1 - beta1_);
+  if (exp_avg.is_cpu()) {
+    check_flat_shards({&exp_avg, &grads}, exp_avg.numel());
+    fused::momentum(exp_avg.data_ptr<float>(), grads.data_ptr<float>(), exp_avg.numel(), beta1_);
+  } else {
+    exp_avg.mul_(beta1_).add_(grads, 1 - beta1_);
+  }
   // With one rank there is nothing to average, and DeepSpeed leaves the momentum uncompressed.
   if (group_.world_size() > 1) group_.compressed_allreduce(exp_avg, worker_error_, server_error_, local_rank_);
   adam_.apply(params, exp_avg, adam_.exp_avg_sq(), lr, step);

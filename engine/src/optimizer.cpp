@@ -8,6 +8,15 @@
 
 namespace ds {
 
+void check_flat_shards(std::initializer_list<const at::Tensor*> tensors, int64_t numel) {
+  for (const at::Tensor* t : tensors)
+    if (!t->defined() || !t->is_contiguous() || t->scalar_type() != at::kFloat || !t->device().is_cpu() ||
+        t->numel() != numel)
+      throw Error("shard optimizer: expects contiguous fp32 CPU shards of " + std::to_string(numel) + " elements, got " +
+                  (t->defined() ? std::string(c10::toString(t->scalar_type())) + " of " + std::to_string(t->numel())
+                                : std::string("an undefined tensor")));
+}
+
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel,
                                                      at::Device device) {
   switch (config.type) {
@@ -31,22 +40,48 @@ AdamShardOptimizer::AdamShardOptimizer(const OptimizerConfig& config, int64_t sh
       exp_avg_sq_(at::zeros({shard_numel}, at::dtype(at::kFloat).device(device))) {}
 
 void AdamShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) {
-  const auto [beta1, beta2] = config_.betas;
+  const fused::AdamStep s = step_scalars(lr, step);
+  if (params.is_cpu()) {
+    check_flat_shards({&params, &grads, &exp_avg_, &exp_avg_sq_}, exp_avg_.numel());
+    fused::adam(params.data_ptr<float>(), grads.data_ptr<float>(), exp_avg_.data_ptr<float>(),
+                exp_avg_sq_.data_ptr<float>(), params.numel(), s);
+    return;
+  }
+  // A device shard (CUDA): the same update as tensor ops.
   at::Tensor grad = grads;
-  if (!decoupled_ && config_.weight_decay != 0) grad = grads.add(params, config_.weight_decay);
-  exp_avg_.mul_(beta1).add_(grad, 1 - beta1);
-  exp_avg_sq_.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+  if (!decoupled_ && s.weight_decay != 0) grad = grads.add(params, s.weight_decay);
+  exp_avg_.mul_(s.beta1).add_(grad, 1 - s.beta1);
+  exp_avg_sq_.mul_(s.beta2).addcmul_(grad, grad, 1 - s.beta2);
   apply(params, exp_avg_, exp_avg_sq_, lr, step);
 }
 
 void AdamShardOptimizer::apply(const at::Tensor& params, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
                                double lr, int64_t step) const {
-  const auto [beta1, beta2] = config_.betas;
-  if (decoupled_ && config_.weight_decay != 0) params.mul_(1 - lr * config_.weight_decay);
-  const double bias1 = config_.bias_correction ? 1 - std::pow(beta1, step) : 1.0;
-  const double bias2 = config_.bias_correction ? 1 - std::pow(beta2, step) : 1.0;
-  at::Tensor denom = (exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(config_.eps);
-  params.addcdiv_(exp_avg, denom, -lr / bias1);
+  const fused::AdamStep s = step_scalars(lr, step);
+  if (params.is_cpu()) {
+    check_flat_shards({&params, &exp_avg, &exp_avg_sq}, params.numel());
+    fused::adam_update(params.data_ptr<float>(), exp_avg.data_ptr<float>(), exp_avg_sq.data_ptr<float>(),
+                       params.numel(), s);
+    return;
+  }
+  if (decoupled_ && s.weight_decay != 0) params.mul_(1 - lr * s.weight_decay);
+  at::Tensor denom = (exp_avg_sq.sqrt() / std::sqrt(s.bias_correction2)).add_(s.eps);
+  params.addcdiv_(exp_avg, denom, -lr / s.bias_correction1);
+}
+
+fused::AdamStep AdamShardOptimizer::step_scalars(double lr, int64_t step) const {
+  fused::AdamStep s;
+  s.lr = lr;
+  s.beta1 = config_.betas[0];
+  s.beta2 = config_.betas[1];
+  s.eps = config_.eps;
+  s.weight_decay = config_.weight_decay;
+  s.decoupled = decoupled_;
+  if (config_.bias_correction) {
+    s.bias_correction1 = 1 - std::pow(s.beta1, step);
+    s.bias_correction2 = 1 - std::pow(s.beta2, step);
+  }
+  return s;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> AdamShardOptimizer::state() {
@@ -57,6 +92,20 @@ SgdShardOptimizer::SgdShardOptimizer(const OptimizerConfig& config, int64_t shar
     : config_(config), momentum_buffer_(at::zeros({shard_numel}, at::dtype(at::kFloat).device(device))) {}
 
 void SgdShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) {
+  if (params.is_cpu()) {
+    check_flat_shards({&params, &grads, &momentum_buffer_}, momentum_buffer_.numel());
+    fused::SgdStep s;
+    s.lr = lr;
+    s.momentum = config_.momentum;
+    s.dampening = config_.dampening;
+    s.weight_decay = config_.weight_decay;
+    s.nesterov = config_.nesterov;
+    s.first = step == 1;
+    fused::sgd(params.data_ptr<float>(), grads.data_ptr<float>(), momentum_buffer_.data_ptr<float>(), params.numel(),
+               s);
+    return;
+  }
+  // A device shard (CUDA): the same update as tensor ops.
   at::Tensor grad = config_.weight_decay != 0 ? grads.add(params, config_.weight_decay) : grads;
   if (config_.momentum != 0) {
     if (step == 1)

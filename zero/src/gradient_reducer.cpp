@@ -67,6 +67,7 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::reset_buckets() {
   for (Bucket& bucket : buckets_) bucket.pending = bucket.last_param - bucket.first_param + 1;
   next_launch_ = 0;
+  backward_started_ = false;
   std::fill(delivered_.begin(), delivered_.end(), false);
 }
 
@@ -85,14 +86,32 @@ void GradientReducer::on_gradient(size_t i) {
 }
 
 void GradientReducer::pack(size_t i, const at::Tensor& grad) {
+  if (!backward_started_) {
+    // Every bucket of this backward is written whole (missing gradients as zeros), so a stale
+    // shard can take the results directly.
+    backward_started_ = true;
+    direct_ = shard_stale_;
+    shard_stale_ = false;
+  }
   Bucket& bucket = buckets_[bucket_of_[i]];
   const int64_t width = bucket.shard_end - bucket.shard_begin;
-  if (!bucket.buffer.defined()) bucket.buffer = at::zeros({layout_.partitions() * width}, grad_shard_.options());
-  if (!grad.defined()) return;  // an unused parameter contributes zeros
+  if (!bucket.buffer.defined()) {
+    bucket.direct = direct_;
+    at::Tensor slice = direct_ ? grad_shard_.narrow(0, bucket.shard_begin, width) : at::Tensor();
+    bucket.buffer = direct_ && layout_.partitions() == 1
+                        ? slice
+                        : at::empty({layout_.partitions() * width}, grad_shard_.options());
+    bucket.result = slice;
+  }
   const ParamSlot& slot = layout_.slot(i);
   const int64_t offset = slot.shard_offset - bucket.shard_begin;
-  for (int part = 0; part < layout_.partitions(); ++part)
-    layout_.copy_chunk(i, grad, part, bucket.buffer.narrow(0, part * width + offset, slot.chunk));
+  for (int part = 0; part < layout_.partitions(); ++part) {
+    at::Tensor chunk = bucket.buffer.narrow(0, part * width + offset, slot.chunk);
+    if (grad.defined())
+      layout_.copy_chunk(i, grad, part, chunk);
+    else
+      chunk.zero_();  // an unused parameter contributes zeros
+  }
 }
 
 void GradientReducer::set_local_only(bool local_only) {
@@ -103,27 +122,34 @@ void GradientReducer::set_local_only(bool local_only) {
 }
 
 void GradientReducer::launch(Bucket& bucket) {
+  if (!bucket.result.defined())
+    bucket.result = layout_.partitions() == 1
+                        ? bucket.buffer
+                        : at::empty({bucket.shard_end - bucket.shard_begin}, grad_shard_.options());
   if (local_only_) {
-    bucket.result = bucket.buffer;
     complete(bucket);
     return;
   }
-  if (layout_.partitions() == 1) {
-    bucket.result = bucket.buffer;
-    bucket.work = group_.all_reduce_async(bucket.buffer, comm::ReduceOp::Avg);
-  } else {
-    bucket.result = at::empty({bucket.shard_end - bucket.shard_begin}, grad_shard_.options());
-    bucket.work = group_.reduce_scatter_into_async(bucket.result, bucket.buffer, comm::ReduceOp::Avg);
+  {
+    ScopedTimer timer(timers_, "reduce_wait");
+    if (layout_.partitions() == 1)
+      bucket.work = group_.all_reduce_async(bucket.buffer, comm::ReduceOp::Avg);
+    else
+      bucket.work = group_.reduce_scatter_into_async(bucket.result, bucket.buffer, comm::ReduceOp::Avg);
   }
   if (!overlap_) complete(bucket);
 }
 
 void GradientReducer::complete(Bucket& bucket) {
-  if (bucket.work) bucket.work->wait();
-  grad_shard_.narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
+  if (bucket.work) {
+    ScopedTimer timer(timers_, "reduce_wait");
+    bucket.work->wait();
+  }
+  if (!bucket.direct) grad_shard_.narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
   bucket.work.reset();
   bucket.buffer = at::Tensor();
   bucket.result = at::Tensor();
+  bucket.direct = false;
 }
 
 void GradientReducer::finish_backward() {
@@ -143,12 +169,18 @@ void GradientReducer::finish_backward() {
   reset_buckets();
 }
 
-void GradientReducer::zero_grad_shard() { grad_shard_.zero_(); }
+const at::Tensor& GradientReducer::grad_shard() {
+  if (shard_stale_) {
+    grad_shard_.zero_();
+    shard_stale_ = false;
+  }
+  return grad_shard_;
+}
 
 int64_t GradientReducer::bytes() const {
   int64_t total = grad_shard_.nbytes();
   for (const Bucket& bucket : buckets_)
-    if (bucket.buffer.defined()) total += bucket.buffer.nbytes();
+    if (bucket.buffer.defined() && !(bucket.direct && layout_.partitions() == 1)) total += bucket.buffer.nbytes();
   return total;
 }
 

@@ -8,11 +8,13 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "dstrain/engine/fused_optimizer.hpp"
 #include "dstrain/runtime/config.hpp"
 
 namespace ds {
@@ -33,13 +35,18 @@ class ShardOptimizer {
   virtual bool needs_reduced_gradients(int64_t /*step*/) const { return true; }
 };
 
+// Throws ds::Error unless every tensor is a contiguous fp32 CPU tensor of `numel` elements: what the
+// fused kernels (fused_optimizer.hpp) that every ShardOptimizer runs on a CPU shard take as raw pointers.
+void check_flat_shards(std::initializer_list<const at::Tensor*> tensors, int64_t numel);
+
 // Adam, AdamW or SGD from the config, its state on `device` (the master shard's); OneBitAdam is built
 // by the engine (it needs the group).
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel,
                                                      at::Device device);
 
 // Adam as torch.optim.Adam/AdamW: decoupled weight decay when `decoupled` (AdamW, and DeepSpeed's
-// "Adam" with adam_w_mode), L2 added to the gradient otherwise.
+// "Adam" with adam_w_mode), L2 added to the gradient otherwise. One fused pass (fused::adam) on a
+// CPU shard, tensor ops on a device shard.
 class AdamShardOptimizer : public ShardOptimizer {
  public:
   AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device, bool decoupled);
@@ -52,13 +59,15 @@ class AdamShardOptimizer : public ShardOptimizer {
   const at::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
 
  private:
+  fused::AdamStep step_scalars(double lr, int64_t step) const;
+
   OptimizerConfig config_;
   bool decoupled_;
   at::Tensor exp_avg_;
   at::Tensor exp_avg_sq_;
 };
 
-// torch.optim.SGD: momentum, dampening, nesterov, L2 weight decay.
+// torch.optim.SGD (fused::sgd on a CPU shard, tensor ops on a device shard): momentum, dampening, nesterov, L2 weight decay.
 class SgdShardOptimizer : public ShardOptimizer {
  public:
   SgdShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device);

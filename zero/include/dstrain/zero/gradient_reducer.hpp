@@ -6,7 +6,10 @@
 // at once, overlapping the rest of backward when `overlap` is set:
 //   one partition (ZeRO 0):   all-reduce (average), every rank keeps every gradient;
 //   N partitions (ZeRO 1-3):  reduce-scatter (average), each rank keeps its shard's gradients.
-// The result is added into grad_shard() (fp32, ShardLayout-shaped), so micro-steps accumulate.
+// The result is added into grad_shard() (fp32, ShardLayout-shaped), so micro-steps accumulate; the
+// first reduction after zero_grad_shard() writes its results straight into the shard instead (under
+// one partition the bucket is the shard's own slice, reduced in place), so the usual step (one
+// reduction per step) needs neither bucket memory, an add pass, nor a zeroing pass.
 // In local-only mode (one partition only) buckets skip the collective and grad_shard() receives this
 // rank's own gradients: for an optimizer that exchanges its state itself (OneBitAdam).
 // Between reductions (gradient accumulation under ZeRO 0 and 1) autograd keeps accumulating into
@@ -20,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "dstrain/runtime/timers.hpp"
 #include "dstrain/zero/shard_layout.hpp"
 
 namespace torch::autograd {
@@ -52,12 +56,17 @@ class GradientReducer {
   void set_local_only(bool local_only);
   bool local_only() const { return local_only_; }
 
+  // Where to time the collectives (their calls and waits) as "reduce_wait"; null times nothing.
+  void set_timers(TimerRegistry* timers) { timers_ = timers; }
+
   // After a reducing backward: reduces what no hook delivered (unused parameters count as zero
   // gradients), waits for every reduction and adds the results into grad_shard().
   void finish_backward();
 
-  const at::Tensor& grad_shard() const { return grad_shard_; }
-  void zero_grad_shard();
+  // Zeros a shard that zero_grad_shard() left stale before handing it out.
+  const at::Tensor& grad_shard();
+  // Marks the shard as holding nothing; the next reduction overwrites it.
+  void zero_grad_shard() { shard_stale_ = true; }
   // Bytes this reducer holds now (the gradient shard plus buckets in flight).
   int64_t bytes() const;
 
@@ -70,6 +79,7 @@ class GradientReducer {
     size_t pending = 0;   // parameters still to arrive in this backward
     at::Tensor buffer;    // [partitions * (shard_end - shard_begin)] while filling or in flight
     at::Tensor result;    // this rank's reduced slice
+    bool direct = false;  // result is the grad shard's own slice (written, not added)
     std::unique_ptr<comm::Work> work;
   };
 
@@ -84,9 +94,13 @@ class GradientReducer {
   comm::Backend& group_;
   bool overlap_;
   TakenFn on_taken_;
+  TimerRegistry* timers_ = nullptr;
   bool reducing_ = true;
   bool local_only_ = false;
   at::Tensor grad_shard_;
+  bool shard_stale_ = false;   // zero_grad_shard() was called and nothing was written since
+  bool direct_ = false;        // this backward's buckets write straight into the shard
+  bool backward_started_ = false;
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;         // buckets before it are launched in this backward
   std::vector<size_t> bucket_of_;  // parameter index -> bucket index
