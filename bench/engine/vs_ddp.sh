@@ -12,7 +12,7 @@
 #     NP     ranks (mpirun -np)
 #     --set  passed to dstrain as is (e.g. --set zero_optimization.stage=1)
 #   Default rows: 3.3M and 25M at -np 1, 2, 4, and 100M at -np 1, 2.
-#   Needs: apt-get install python3-torch (the peer only).
+#   Needs: apt-get install python3-torch (the peer only; PEER_PYTHON names another interpreter).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
@@ -31,7 +31,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#rows[@]} -eq 0 ] && rows=(3.3M:1 3.3M:2 3.3M:4 25M:1 25M:2 25M:4 100M:1 100M:2)
-python3 -c "import torch" 2>/dev/null || { echo "vs_ddp.sh: the peer needs python3-torch (apt-get install python3-torch)" >&2; exit 2; }
+# Debian's interpreter, where python3-torch installs (a pyenv or venv python3 on PATH lacks it).
+peer_python=${PEER_PYTHON:-/usr/bin/python3}
+"$peer_python" -c "import torch" 2>/dev/null || { echo "vs_ddp.sh: the peer needs python3-torch (apt-get install python3-torch)" >&2; exit 2; }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -64,7 +66,7 @@ for row in "${rows[@]}"; do
         --set train_micro_batch_size_per_gpu="$micro" --set gradient_accumulation_steps=1 --set train_batch_size=null
         "${sets[@]}" --steps "$steps")
   peer=(mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" -x MASTER_ADDR=127.0.0.1
-        -x MASTER_PORT=$(( 29500 + RANDOM % 1000 )) python3 "$root/bench/engine/ddp_peer.py" --n-layer "$layers"
+        -x MASTER_PORT=$(( 29500 + RANDOM % 1000 )) "$peer_python" "$root/bench/engine/ddp_peer.py" --n-layer "$layers"
         --n-embd "$width" --block-size "$ctx" --micro "$micro" --steps "$steps" --threads "$threads")
   for r in $(seq "$repeats"); do
     timed "$work/ddp.$r.time" "${peer[@]}" > "$work/ddp.$r" 2> "$work/ddp.$r.err" || { cat "$work/ddp.$r.err" >&2; exit 1; }
