@@ -16,6 +16,7 @@
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/io/crc32c.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 
 namespace {
 
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   const ds::ModelStateBytes bytes = engine->model_state_bytes();
   at::Tensor whole = at::full({1}, double(bytes.optimizer), at::kDouble);
   world->all_reduce(whole, ds::comm::ReduceOp::Sum);  // optimizer state of all ranks
-  if (world->rank() == 0) std::filesystem::remove_all(dir);
+  if (world->rank() == 0) ds::remove_tree(dir);
   world->barrier();
   for (int r = 0; r < repeats; ++r) {
     const auto [save_s, save_rss] = measure(*world, [&] { engine->save_checkpoint(dir, "bench"); });
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 4; ++i) crc = fn(crc, data.data(), data.size());
       std::printf("%s: %.2f GB/s (crc %08x)\n", name, 4.0 * data.size() / seconds_since(start) / 1e9, crc);
     }
-    std::filesystem::remove_all(dir);
+    ds::remove_tree(dir);
   }
   ds::comm::finalize();
   return 0;

@@ -34,6 +34,7 @@
 #include "dstrain/io/shard_file.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 
 namespace ds {
 namespace {
@@ -196,8 +197,8 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
   collectively(*group_, [&] {
     if (rank != 0) return;
     prepare_save_dir(dir);
+    remove_tree(partial.string());  // a partial folder left by a save that died
     std::error_code ec;
-    fs::remove_all(partial, ec);
     if (!fs::create_directory(partial, ec)) throw Error("cannot create checkpoint folder").with_path(partial.string()).with_errno(ec.value());
   });
 
@@ -271,7 +272,7 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
         // Saving a tag again: swap the folders in one step, then drop the old one.
         if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, folder.c_str(), RENAME_EXCHANGE) != 0)
           throw Error("cannot replace checkpoint folder").with_path(folder.string()).with_errno(errno);
-        fs::remove_all(partial);
+        remove_tree(partial.string());
       } else if (std::rename(partial.c_str(), folder.c_str()) != 0) {
         throw Error("cannot rename checkpoint folder").with_path(folder.string()).with_errno(errno);
       }
@@ -282,8 +283,13 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
   } catch (...) {
     // A failed save leaves nothing behind. Every rank is here (collectively() made the failure
     // everyone's), and waits until rank 0 has cleaned up before the error ends the job.
-    std::error_code ec;
-    if (rank == 0) fs::remove_all(partial, ec);
+    if (rank == 0) {
+      try {
+        remove_tree(partial.string());
+      } catch (const Error& e) {
+        log::warn("checkpoint: could not clean up after the failed save: ", e.what());
+      }
+    }
     group_->barrier();
     throw;
   }

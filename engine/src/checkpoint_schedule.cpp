@@ -14,6 +14,7 @@
 #include "dstrain/io/shard_file.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 
 namespace ds {
 namespace {
@@ -60,9 +61,12 @@ void prepare_save_dir(const std::string& dir) {
     const std::string name = entry.path().filename().string();
     const bool partial = name.size() > 1 && name[0] == '.' && ends_with(name, ".partial");
     if (!partial && !is_orphaned_tmp(name)) continue;
-    std::error_code ignored;  // another rank may be removing it too
-    fs::remove_all(entry.path(), ignored);
-    log::info("checkpoint: removed ", entry.path().string(), ", left by an interrupted save");
+    try {
+      remove_tree(entry.path().string());
+      log::info("checkpoint: removed ", entry.path().string(), ", left by an interrupted save");
+    } catch (const Error&) {
+      // Another rank may be removing it too; what is left is removed at the next start.
+    }
   }
 }
 
@@ -81,8 +85,12 @@ void prune_checkpoints(const std::string& dir, int keep) {
     if (complete[i].second.filename() == latest) continue;
     // index.json first: a half-removed checkpoint is then never taken for a complete one.
     fs::remove(complete[i].second / "index.json", ec);
-    fs::remove_all(complete[i].second, ec);
-    log::info("checkpoint: removed ", complete[i].second.string(), " (--keep-last ", keep, ")");
+    try {
+      remove_tree(complete[i].second.string());
+      log::info("checkpoint: removed ", complete[i].second.string(), " (--keep-last ", keep, ")");
+    } catch (const Error& e) {
+      log::warn("checkpoint: could not remove an old checkpoint (--keep-last ", keep, "): ", e.what());
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 
 namespace {
 
@@ -64,7 +65,7 @@ std::vector<double> train(Engine& engine, int steps) {
 std::string fresh_dir(const std::string& name) {
   const std::string dir =
       (fs::temp_directory_path() / ("dstrain_ckpt_" + name + "_np" + std::to_string(ds::comm::get_world_size()))).string();
-  if (ds::comm::get_rank() == 0) fs::remove_all(dir);
+  if (ds::comm::get_rank() == 0) ds::remove_tree(dir);
   ds::comm::init_distributed("mpi")->barrier();
   return dir;
 }
