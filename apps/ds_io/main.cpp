@@ -25,6 +25,8 @@ void add_options(CLI::App& app, Options& o) {
       ->required()
       ->transform(CLI::AsSizeValue(false));
   app.add_flag("--read", o.read, "Read the files (default: write them)");
+  app.add_flag("--create", o.create,
+               "With --read: write a file that is missing or shorter than --io_size first (default: an error)");
   app.add_option("--multi_process", o.multi_process, "Processes doing I/O in parallel, each on its own file")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (options.io_size <= 0)
+      throw ds::Error("--io_size must be positive, got " + std::to_string(options.io_size));
     if (options.sweep) return ds::io_bench::run_sweep(options) ? 0 : 1;
     const ds::io::AioSettings settings = options.settings();
     ds::io::validate(settings);

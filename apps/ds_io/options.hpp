@@ -23,6 +23,7 @@ struct Options {
   int loops = 3;
   int io_parallel = 1;
   bool overwrite = false;  // keep the file between write loops (DeepSpeed removes it)
+  bool create = false;     // --read of a missing or short file writes it first (else an error)
 
   bool sweep = false;
   std::vector<int64_t> sweep_block_sizes{128 << 10, 256 << 10, 1 << 20, 8 << 20};

@@ -50,8 +50,8 @@ int64_t size_of(const std::string& path) {
   return ::stat(path.c_str(), &status) == 0 ? status.st_size : -1;
 }
 
-// A file to read must exist with at least io_size bytes, on disk rather than dirty in the page
-// cache (an O_DIRECT read would otherwise first flush it, inside the timed loop).
+// With --create, a file to read is written with at least io_size bytes, on disk rather than dirty in
+// the page cache (an O_DIRECT read would otherwise first flush it, inside the timed loop).
 void create_file(const std::string& path, const char* content, int64_t size) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("cannot create the file to read").with_path(path).with_errno(errno);
@@ -118,7 +118,13 @@ void run_process(const Options& options, bool read, const io::AioSettings& setti
   // Every page is touched here, so that page faults stay out of the timed loops.
   fill_random(buffer, size, 0x5eed0000ull + static_cast<uint64_t>(process));
   if (read) {
-    if (size_of(path) < size) create_file(path, buffer, size);
+    const int64_t existing = size_of(path);
+    if (existing < size && !options.create)
+      throw Error(existing < 0 ? std::string("no file to read (run a write first, or pass --create)")
+                               : "the file to read has " + std::to_string(existing) + " bytes, fewer than --io_size " +
+                                     std::to_string(size) + " (pass --create to rewrite it)")
+          .with_path(path);
+    if (existing < size) create_file(path, buffer, size);
     std::memset(buffer, 0, static_cast<size_t>(size));
   }
 

@@ -63,7 +63,8 @@ void check_finite_loss(double loss, int64_t step, bool fp16) {
 void add_train_options(CLI::App& app, TrainOptions& options) {
   app.add_option("-c,--config", options.config_path, "DeepSpeed-style JSON config (with a \"dstrain\" block)")
       ->check(CLI::ExistingFile);
-  app.add_option("--steps", options.steps, "optimizer steps to train (default: dstrain.steps of the config)");
+  app.add_option("--steps", options.steps, "optimizer steps to train (default: dstrain.steps of the config)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--save-dir", options.save_dir, "write checkpoints here (at the end, and every --save-interval)");
   app.add_option("--save-interval", options.save_interval, "also save every N steps (needs --save-dir)")
       ->check(CLI::NonNegativeNumber);

@@ -34,7 +34,8 @@ TrainReport::TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const
       steps_(steps),
       print_every_(std::max(1, steps_per_print)),
       block_size_(block_size),
-      interactive_(world.rank() == 0 && ::isatty(STDOUT_FILENO)) {
+      interactive_(world.rank() == 0 && ::isatty(STDOUT_FILENO)),
+      metrics_path_(metrics_path) {
   if (world.rank() == 0 && !metrics_path.empty()) {
     metrics_.open(metrics_path, std::ios::app);
     if (!metrics_) throw Error("cannot open metrics file").with_path(metrics_path).with_errno(errno);
@@ -61,7 +62,15 @@ void TrainReport::step(const StepFigures& f) {
                          {"grad_bytes", f.bytes.gradients},
                          {"optimizer_bytes", f.bytes.optimizer}};
   if (f.breakdown_ms) line["breakdown_ms"] = *f.breakdown_ms;
-  if (metrics_.is_open()) metrics_ << line.dump() << '\n' << std::flush;
+  if (metrics_.is_open()) {
+    errno = 0;
+    metrics_ << line.dump() << '\n' << std::flush;
+    // A lost metrics line is a failed run (a full disk must not look like success).
+    if (!metrics_)
+      throw Error("cannot write the metrics line of step " + std::to_string(f.step))
+          .with_path(metrics_path_)
+          .with_errno(errno);
+  }
   if (interactive_) progress_bar(f.step, steps_, f.loss);
   if (f.step % print_every_ == 0 || f.step == steps_) {
     char text[256];

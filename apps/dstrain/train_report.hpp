@@ -30,7 +30,8 @@ struct StepFigures {
 
 class TrainReport {
  public:
-  // metrics_path: "" for none. Throws ds::Error when rank 0 cannot open it. baseline_rss_bytes:
+  // metrics_path: "" for none. Throws ds::Error when rank 0 cannot open it, and step() when a line
+  // cannot be written. baseline_rss_bytes:
   // this rank's RSS before the model was built.
   TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path, int64_t steps,
               int steps_per_print, int64_t block_size);
@@ -45,6 +46,7 @@ class TrainReport {
   int64_t block_size_;
   bool interactive_;
   std::ofstream metrics_;
+  std::string metrics_path_;
 };
 
 }  // namespace ds::app
