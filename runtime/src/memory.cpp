@@ -29,13 +29,6 @@ ProcessMemory process_memory() {
   return memory;
 }
 
-void reset_peak_rss() {
-  const char* path = "/proc/self/clear_refs";
-  std::ofstream clear(path);
-  clear << "5" << std::flush;
-  if (!clear) throw Error("cannot reset the peak RSS").with_path(path).with_errno(errno);
-}
-
 int64_t allocated_bytes() {
   const struct mallinfo2 info = mallinfo2();
   return static_cast<int64_t>(info.uordblks + info.hblkhd);

@@ -14,10 +14,6 @@ struct ProcessMemory {
 // Throws ds::Error (with the path) if /proc/self/status cannot be read.
 ProcessMemory process_memory();
 
-// Lowers VmHWM to the present RSS (writes 5 to /proc/self/clear_refs, Linux 4.0 or later), so that a
-// later peak_rss_bytes is the peak since this call. Throws ds::Error (path, errno) if refused.
-void reset_peak_rss();
-
 // Bytes the C allocator has handed out and not yet had back (heap in use plus mmapped blocks,
 // glibc's mallinfo2). Unlike RSS it falls the moment a tensor is freed, so the difference between
 // two readings is what was allocated in between and is still alive (activations saved for
