@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -61,9 +62,16 @@ void Watchdog::wait(const Waiting& waiting, const std::function<bool()>& poll) {
                  : log::concat(waiting.what, " in group ", *waiting.group_label);
   const auto started = Clock::now();
   auto last_answered = started;
-  // Spinning, as MPI_Wait does: MPI's nonblocking collectives progress only inside MPI calls.
+  // Polling, as MPI_Wait does: MPI's nonblocking collectives progress only inside MPI calls. But
+  // each round gives the core away, and a wait past 1 ms sleeps between rounds: when ranks
+  // outnumber cores, a spinning rank takes the core from the very rank it waits for (4 ranks on 2
+  // cores ran the engine tests past their 5-minute limit without this).
   while (!poll()) {
     const auto now = Clock::now();
+    if (now - started > std::chrono::milliseconds(1))
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else
+      std::this_thread::yield();
     if (now - last_answered > std::chrono::milliseconds(1)) {
       answer_questions();
       last_answered = now;
