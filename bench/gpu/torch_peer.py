@@ -1,58 +1,19 @@
-"""PyTorch's own training loop on exactly dstrain's built-in GPT (engine/src/models/gpt*.cpp): the
-peer that bench/gpu/vs_torch.sh measures the dstrain trainer against on a GPU. Same blocks (pre-norm,
-explicit causal attention, tanh GELU, tied head), AdamW with the same hyperparameters, random tokens,
-gradient clipping at 1.0. In bf16 the model is bf16 and AdamW steps an fp32 master copy, as dstrain
+"""PyTorch's own training loop on exactly dstrain's built-in GPT (bench/engine/peer_gpt.py): the
+peer that bench/gpu/vs_torch.sh measures the dstrain trainer against on a GPU. AdamW with the same
+hyperparameters, random tokens, gradient clipping at 1.0. In bf16 the model is bf16 and AdamW steps an fp32 master copy, as dstrain
 does. Prints one line: tokens/s, the median over the timed steps.
 """
 import argparse
-import math
+import os
 import statistics
+import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Block(nn.Module):
-    def __init__(self, n_embd, n_head):
-        super().__init__()
-        self.n_head = n_head
-        self.ln_1 = nn.LayerNorm(n_embd)
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
-        self.attn_proj = nn.Linear(n_embd, n_embd)
-        self.ln_2 = nn.LayerNorm(n_embd)
-        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
-        self.mlp_proj = nn.Linear(4 * n_embd, n_embd)
-
-    def attention(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, 2)
-        heads = lambda t: t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q, k, v = heads(q), heads(k), heads(v)
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.n_head))
-        att = att.masked_fill(future, float("-inf")).softmax(-1)
-        return self.attn_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
-
-    def forward(self, x):
-        x = x + self.attention(self.ln_1(x))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size):
-        super().__init__()
-        self.wte = nn.Embedding(vocab_size, n_embd)
-        self.wpe = nn.Embedding(block_size, n_embd)
-        self.h = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(n_embd)
-
-    def forward(self, tokens):
-        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
-        for block in self.h:
-            x = block(x)
-        return F.linear(self.ln_f(x), self.wte.weight)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine"))
+from peer_gpt import GPT  # noqa: E402  the model shared with the DDP peer
 
 
 def main():
@@ -64,7 +25,7 @@ def main():
     args = parser.parse_args()
     torch.manual_seed(0)
     device = torch.device("cuda")
-    model = GPT(args.n_layer, args.n_head, args.n_embd, args.block_size, args.vocab_size).to(device)
+    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd).to(device)
     params = list(model.parameters())
     if args.dtype == "bf16":
         master = [p.detach().float().clone().requires_grad_(True) for p in params]
