@@ -11,7 +11,7 @@
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
-#include "mpi_argument_check.hpp"
+#include "mpi_checked_call.hpp"
 #include "mpi_errors.hpp"
 #include "mpi_float16_ops.hpp"
 #include "mpi_watchdog.hpp"
@@ -117,10 +117,8 @@ uint64_t hash_of(const std::string& text) {  // FNV-1a
 
 class MpiWork final : public Work {
  public:
-  MpiWork(MpiBackend& backend, std::unique_ptr<ArgumentCheck> check, MPI_Request request,
-          std::vector<at::Tensor> buffers, std::function<void()> finish)
-      : backend_(backend), check_(std::move(check)), request_(request), buffers_(std::move(buffers)),
-        finish_(std::move(finish)) {}
+  MpiWork(MpiBackend& backend, std::shared_ptr<CheckedCall> call, std::function<void()> finish)
+      : backend_(backend), call_(std::move(call)), finish_(std::move(finish)) {}
   // MPI may still be writing into the tensors: an unwaited handle waits before it lets them go.
   ~MpiWork() override {
     if (done_) return;
@@ -133,15 +131,13 @@ class MpiWork final : public Work {
   void wait() override {
     if (done_) return;
     done_ = true;
-    backend_.finish(*check_, request_, std::move(buffers_));
+    backend_.finish(*call_);
     finish_();
   }
 
  private:
   MpiBackend& backend_;
-  std::unique_ptr<ArgumentCheck> check_;
-  MPI_Request request_;
-  std::vector<at::Tensor> buffers_;
+  std::shared_ptr<CheckedCall> call_;
   std::function<void()> finish_;
   bool done_ = false;
 };
@@ -193,42 +189,46 @@ void MpiBackend::check_usable(const char* collective) const {
         .with_rank(rank_);
 }
 
-std::unique_ptr<ArgumentCheck> MpiBackend::begin(const char* collective, const std::vector<int64_t>& values,
-                                                 std::string description, const std::string& problem) {
+std::shared_ptr<CheckedCall> MpiBackend::begin(const char* collective, const std::vector<int64_t>& values,
+                                               std::string description, const std::string& problem) {
   check_usable(collective);
-  auto check = std::make_unique<ArgumentCheck>(collective, ++posted_calls_, values, std::move(description),
-                                               !problem.empty(), check_comm_);
-  if (problem.empty()) return check;
-  // Ranks that found no problem have started the data call, which now never completes.
-  watchdog_->wait({std::string(collective) + "'s argument check", id_, &label_, check->call(), &peers_},
-                  [&] { return check->test(); });
-  const std::string message = std::string(collective) + ": " + problem;
-  if (!check->every_rank_problem()) unusable_ = message;
-  throw Error(message).with_rank(rank_);
+  auto call = std::make_shared<CheckedCall>(collective, ++posted_calls_, values, std::move(description), problem,
+                                            check_comm_);
+  queued_.push_back(call);
+  if (problem.empty()) return call;
+  finish(*call);  // throws: the check fails the call on every rank
+  throw Error(std::string(collective) + ": " + problem).with_rank(rank_);
 }
 
-void MpiBackend::finish(ArgumentCheck& check, MPI_Request& request, std::vector<at::Tensor> buffers) {
-  bool data_done = false;
-  int data_rc = MPI_SUCCESS;
-  std::string disagreement;
-  watchdog_->wait({check.collective(), id_, &label_, check.call(), &peers_}, [&] {
-    if (check.test()) {
-      disagreement = check.disagreement();
-      if (!disagreement.empty()) return true;
+void MpiBackend::post(CheckedCall& call, std::function<int(MPI_Request*)> data_call, const char* mpi_call) {
+  call.set_post(std::move(data_call), mpi_call);
+  advance();
+}
+
+void MpiBackend::advance() {
+  while (!queued_.empty() && queued_.front()->check_complete()) {
+    CheckedCall& call = *queued_.front();
+    std::string failure = call.disagreement();
+    if (!failure.empty()) {
+      if (unusable_.empty() && !call.every_rank_problem()) unusable_ = failure;
+    } else if (!unusable_.empty()) {
+      failure = std::string(call.collective()) + ": group " + label_ + " is unusable since an earlier call failed: " +
+                unusable_;
+    } else {
+      failure = call.post();
+      if (!failure.empty()) unusable_ = failure;  // the data call is in an unknown state on the other ranks
     }
-    if (!data_done) {
-      int flag = 0;
-      data_rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
-      data_done = flag != 0 || data_rc != MPI_SUCCESS;
-    }
-    return data_done && check.done();
-  });
-  if (!disagreement.empty()) {
-    if (!data_done) abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
-    unusable_ = disagreement;
-    throw Error(disagreement).with_rank(rank_);
+    if (!failure.empty()) call.fail(failure);
+    queued_.pop_front();
   }
-  check_mpi(data_rc, check.collective());
+}
+
+void MpiBackend::finish(CheckedCall& call) {
+  watchdog_->wait({call.collective(), id_, &label_, call.number(), &peers_}, [&] {
+    advance();
+    return call.complete();
+  });
+  if (!call.failure().empty()) throw Error(call.failure()).with_rank(rank_);
 }
 
 void MpiBackend::wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
@@ -258,30 +258,22 @@ MPI_Op MpiBackend::mpi_op(ReduceOp op, at::ScalarType dtype) const {
   throw Error("unknown reduce op");
 }
 
-void MpiBackend::posted(ArgumentCheck& check, int rc, const char* mpi_call) {
-  if (rc == MPI_SUCCESS) return;
-  // The check is in flight on every rank and completes; the data call is in an unknown state.
-  watchdog_->wait({check.collective(), id_, &label_, check.call(), &peers_}, [&] { return check.test(); });
-  unusable_ = std::string(check.collective()) + ": " + mpi_call + " failed";
-  check_mpi(rc, mpi_call);
-}
-
 void MpiBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
 std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp op) {
-  auto check = begin("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
-                     first_problem({tensor_problem(tensor, "tensor"), op_problem(op, tensor),
-                                    count_problem(tensor, "tensor")}));
+  auto call = begin("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
+                    first_problem({tensor_problem(tensor, "tensor"), op_problem(op, tensor),
+                                   count_problem(tensor, "tensor")}));
   auto staged = std::make_shared<StagedTensor>(tensor, reachable(tensor));
   const auto dtype = tensor.scalar_type();
-  MPI_Request request = MPI_REQUEST_NULL;
-  posted(*check,
-         MPI_Iallreduce(MPI_IN_PLACE, staged->data(), static_cast<int>(tensor.numel()), mpi_type(dtype),
-                        mpi_op(op, dtype), comm_, &request),
-         "MPI_Iallreduce");
+  post(*call,
+       [this, staged, count = static_cast<int>(tensor.numel()), type = mpi_type(dtype),
+        mpi_reduce = mpi_op(op, dtype)](MPI_Request* request) {
+         return MPI_Iallreduce(MPI_IN_PLACE, staged->data(), count, type, mpi_reduce, comm_, request);
+       },
+       "MPI_Iallreduce");
   const int world = world_size_;
-  return std::make_unique<MpiWork>(*this, std::move(check), request, std::vector<at::Tensor>{staged->tensor()},
-                                   [staged, op, world] {
+  return std::make_unique<MpiWork>(*this, std::move(call), [staged, op, world] {
                                      if (op == ReduceOp::Avg) staged->tensor().div_(world);
                                      staged->copy_back();
                                    });
@@ -305,7 +297,7 @@ void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Te
                           shape_of(input));
   if (problem.empty() && total > INT_MAX)
     problem = log::concat("the outputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
-  auto check = begin("all_gather", values, "input " + shape_of(input), problem);
+  auto call = begin("all_gather", values, "input " + shape_of(input), problem);
 
   std::vector<int> counts(world_size_), displacements(world_size_);
   for (int r = 0, offset = 0; r < world_size_; ++r) {
@@ -317,12 +309,13 @@ void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Te
   const auto device = reachable(input) ? input.device() : at::Device(at::kCPU);
   at::Tensor gathered = at::empty({total}, input.options().device(device));
   const MPI_Datatype type = mpi_type(input.scalar_type());
-  MPI_Request request = MPI_REQUEST_NULL;
-  posted(*check,
-         MPI_Iallgatherv(in.data(), counts[rank_], type, gathered.data_ptr(), counts.data(), displacements.data(),
-                         type, comm_, &request),
-         "MPI_Iallgatherv");
-  finish(*check, request, {in.tensor(), gathered});
+  post(*call,
+       [&](MPI_Request* request) {
+         return MPI_Iallgatherv(in.data(), counts[rank_], type, gathered.data_ptr(), counts.data(),
+                                displacements.data(), type, comm_, request);
+       },
+       "MPI_Iallgatherv");
+  finish(*call);
   for (int r = 0; r < world_size_; ++r)
     outputs[r].copy_(gathered.narrow(0, displacements[r], counts[r]).view(outputs[r].sizes()));
 }
@@ -346,18 +339,18 @@ void MpiBackend::all_gather_into(const at::Tensor& output, const at::Tensor& inp
 }
 
 std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::Tensor input) {
-  auto check = begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)},
-                     "input " + shape_of(input), gather_into_problem(output, input, world_size_));
+  auto call = begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)},
+                    "input " + shape_of(input), gather_into_problem(output, input, world_size_));
   auto in = std::make_shared<StagedTensor>(input, reachable(input));
   auto out = std::make_shared<StagedTensor>(output, reachable(output));
   const MPI_Datatype type = mpi_type(input.scalar_type());
   const int count = static_cast<int>(input.numel());
-  MPI_Request request = MPI_REQUEST_NULL;
-  posted(*check, MPI_Iallgather(in->data(), count, type, out->data(), count, type, comm_, &request),
-         "MPI_Iallgather");
-  return std::make_unique<MpiWork>(*this, std::move(check), request,
-                                   std::vector<at::Tensor>{in->tensor(), out->tensor()},
-                                   [in, out] { out->copy_back(); });
+  post(*call,
+       [this, in, out, type, count](MPI_Request* request) {
+         return MPI_Iallgather(in->data(), count, type, out->data(), count, type, comm_, request);
+       },
+       "MPI_Iallgather");
+  return std::make_unique<MpiWork>(*this, std::move(call), [in, out] { out->copy_back(); });
 }
 
 void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
@@ -378,7 +371,7 @@ void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::
                           shape_of(output));
   if (problem.empty() && total > INT_MAX)
     problem = log::concat("the inputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
-  auto check = begin("reduce_scatter", values, "output " + shape_of(output), problem);
+  auto call = begin("reduce_scatter", values, "output " + shape_of(output), problem);
 
   std::vector<int> counts(world_size_);
   std::vector<at::Tensor> flat_inputs;
@@ -390,12 +383,13 @@ void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::
   const at::Tensor concatenated = at::cat(flat_inputs);
   StagedTensor out(output, reachable(output));
   const auto dtype = output.scalar_type();
-  MPI_Request request = MPI_REQUEST_NULL;
-  posted(*check,
-         MPI_Ireduce_scatter(concatenated.data_ptr(), out.data(), counts.data(), mpi_type(dtype), mpi_op(op, dtype),
-                             comm_, &request),
-         "MPI_Ireduce_scatter");
-  finish(*check, request, {concatenated, out.tensor()});
+  post(*call,
+       [&](MPI_Request* request) {
+         return MPI_Ireduce_scatter(concatenated.data_ptr(), out.data(), counts.data(), mpi_type(dtype),
+                                    mpi_op(op, dtype), comm_, request);
+       },
+       "MPI_Ireduce_scatter");
+  finish(*call);
   if (op == ReduceOp::Avg) out.tensor().div_(world_size_);
   out.copy_back();
 }
@@ -420,19 +414,19 @@ void MpiBackend::reduce_scatter_into(const at::Tensor& output, const at::Tensor&
 }
 
 std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, at::Tensor input, ReduceOp op) {
-  auto check = begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)},
-                     "output " + shape_of(output), scatter_into_problem(output, input, op, world_size_));
+  auto call = begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)},
+                    "output " + shape_of(output), scatter_into_problem(output, input, op, world_size_));
   auto in = std::make_shared<StagedTensor>(input, reachable(input));
   auto out = std::make_shared<StagedTensor>(output, reachable(output));
   const auto dtype = output.scalar_type();
-  MPI_Request request = MPI_REQUEST_NULL;
-  posted(*check,
-         MPI_Ireduce_scatter_block(in->data(), out->data(), static_cast<int>(output.numel()), mpi_type(dtype),
-                                   mpi_op(op, dtype), comm_, &request),
-         "MPI_Ireduce_scatter_block");
+  post(*call,
+       [this, in, out, count = static_cast<int>(output.numel()), type = mpi_type(dtype),
+        mpi_reduce = mpi_op(op, dtype)](MPI_Request* request) {
+         return MPI_Ireduce_scatter_block(in->data(), out->data(), count, type, mpi_reduce, comm_, request);
+       },
+       "MPI_Ireduce_scatter_block");
   const int world = world_size_;
-  return std::make_unique<MpiWork>(*this, std::move(check), request,
-                                   std::vector<at::Tensor>{in->tensor(), out->tensor()}, [in, out, op, world] {
+  return std::make_unique<MpiWork>(*this, std::move(call), [in, out, op, world] {
                                      if (op == ReduceOp::Avg) out->tensor().div_(world);
                                      out->copy_back();
                                    });
@@ -442,14 +436,15 @@ void MpiBackend::broadcast(const at::Tensor& tensor, int src) {
   std::string problem = first_problem({tensor_problem(tensor, "tensor"), count_problem(tensor, "tensor")});
   if (problem.empty() && (src < 0 || src >= world_size_))
     problem = log::concat("source rank ", src, " is outside the group of ", world_size_);
-  auto check = begin("broadcast", {numel_or_missing(tensor), dtype_or_missing(tensor), src}, shape_of(tensor), problem);
+  auto call = begin("broadcast", {numel_or_missing(tensor), dtype_or_missing(tensor), src}, shape_of(tensor), problem);
   StagedTensor staged(tensor, reachable(tensor));
-  MPI_Request request = MPI_REQUEST_NULL;
-  posted(*check,
-         MPI_Ibcast(staged.data(), static_cast<int>(tensor.numel()), mpi_type(tensor.scalar_type()), src, comm_,
-                    &request),
-         "MPI_Ibcast");
-  finish(*check, request, {staged.tensor()});
+  post(*call,
+       [&](MPI_Request* request) {
+         return MPI_Ibcast(staged.data(), static_cast<int>(tensor.numel()), mpi_type(tensor.scalar_type()), src,
+                           comm_, request);
+       },
+       "MPI_Ibcast");
+  finish(*call);
   staged.copy_back();
 }
 
@@ -510,12 +505,12 @@ void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
   staged.copy_back();
 }
 
+// Checked like the other collectives (nothing to compare) so that it takes its place in the queue:
+// posted before the data calls of earlier calls, it would match different calls on different ranks.
 void MpiBackend::barrier() {
-  check_usable("barrier");
-  const int64_t call = ++posted_calls_;
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
-  wait(request, "barrier", call, peers_, "MPI_Ibarrier");
+  auto call = begin("barrier", {}, "", "");
+  post(*call, [this](MPI_Request* request) { return MPI_Ibarrier(comm_, request); }, "MPI_Ibarrier");
+  finish(*call);
 }
 
 std::shared_ptr<Backend> MpiBackend::split(int color, int key) {

@@ -16,7 +16,7 @@
 #include "dstrain/comm/onebit_kernels.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
-#include "mpi_argument_check.hpp"
+#include "mpi_checked_call.hpp"
 #include "mpi_errors.hpp"
 #include "staged_tensor.hpp"
 
@@ -46,7 +46,7 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
     }
   }
   const int64_t numel = buffer.defined() ? buffer.numel() : -1;
-  auto check = begin("compressed_allreduce", {numel}, log::concat("a buffer of ", numel, " values"), problem);
+  auto call = begin("compressed_allreduce", {numel}, log::concat("a buffer of ", numel, " values"), problem);
   const onebit::Layout layout =
       onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
 
@@ -76,16 +76,20 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   const float worker_scale = onebit::compress_with_feedback(
       values, staged_worker_error.tensor().data_ptr<float>(), layout.padded, packed);
   std::vector<float> worker_scales(world);
-  MPI_Request request = MPI_REQUEST_NULL;
-  posted(*check, MPI_Ialltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, &request),
-         "MPI_Ialltoall");
-  finish(*check, request, {compression_scratch_});
-  // The later phases are part of the same call, its arguments already checked.
+  post(*call,
+       [&](MPI_Request* request) {
+         return MPI_Ialltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, request);
+       },
+       "MPI_Ialltoall");
+  finish(*call);
+  // The later phases are part of the same call, its arguments already checked; no other call of
+  // the group is queued behind it, since this rank begins none before returning.
+  MPI_Request* request = call->request();
   const auto phase = [&](int rc, const char* mpi_call) {
     check_mpi(rc, mpi_call);
-    wait(request, "compressed_allreduce", check->call(), peers_, mpi_call);
+    wait(*request, "compressed_allreduce", call->number(), peers_, mpi_call);
   };
-  phase(MPI_Iallgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, comm_, &request),
+  phase(MPI_Iallgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, comm_, request),
         "MPI_Iallgather");
 
   // DeepSpeed scales each worker's scale by 1/world before summing: the same float operations here.
@@ -96,9 +100,9 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
       received, weights.data(), world, staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed);
 
   std::vector<float> server_scales(world);
-  phase(MPI_Iallgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, &request),
+  phase(MPI_Iallgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, request),
         "MPI_Iallgather");
-  phase(MPI_Iallgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, comm_, &request),
+  phase(MPI_Iallgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, comm_, request),
         "MPI_Iallgather");
   for (int j = 0; j < world; ++j)
     onebit::unpack_signs(received + int64_t{j} * chunk_bytes, layout.chunk, server_scales[j],

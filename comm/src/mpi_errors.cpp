@@ -3,19 +3,20 @@
 #include <mpi.h>
 
 #include <climits>
-#include <string>
-
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 
 namespace ds::comm {
 
-void check_mpi(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
+std::string mpi_error_message(int rc, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  throw Error(std::string(call) + " failed: " + std::string(text, length)).with_rank(log::rank());
+  return std::string(call) + " failed: " + std::string(text, length);
+}
+
+void check_mpi(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw Error(mpi_error_message(rc, call)).with_rank(log::rank());
 }
 
 int mpi_count(int64_t n, const char* what) {

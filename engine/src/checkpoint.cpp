@@ -296,12 +296,17 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
 }
 
 void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
-  const std::string folder = ckpt::checkpoint_folder(dir, tag);
-  const std::string index_path = (fs::path(folder) / "index.json").string();
-  const ckpt::CheckpointIndex index = ckpt::CheckpointIndex::read(folder);
   at::NoGradGuard no_grad;
   NamedTensors state = optimizer_->state();
-  check_compatible(index, index_path, config_, names_, shapes_, state);
+  // Every rank reads the folder, the index and the description on its own; agreeing on the outcome
+  // keeps a rank that found a problem from leaving the others inside the collectives below.
+  std::string folder;
+  ckpt::CheckpointIndex index;
+  collectively(*group_, [&] {
+    folder = ckpt::checkpoint_folder(dir, tag);
+    index = ckpt::CheckpointIndex::read(folder);
+    check_compatible(index, (fs::path(folder) / "index.json").string(), config_, names_, shapes_, state);
+  });
   ckpt::ShardSet shards(folder, index);
 
   // Every shard checked before any state changes: rank r checks shards r, r + world, ..., and every

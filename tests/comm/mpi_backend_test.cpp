@@ -150,6 +150,13 @@ TEST_CASE("mismatched sizes or dtypes across ranks throw on every rank, then the
     CHECK_THROWS_WITH(group->reduce_scatter_into(at::empty({rank + 1}), input),
                       Catch::Contains("different sizes"));
   }
+  {
+    auto group = world.split(0, rank);
+    at::Tensor same_size = at::ones({10});
+    CHECK_THROWS_WITH(rank == 0 ? group->broadcast(same_size, 0) : group->all_reduce(same_size),
+                      Catch::Contains("different collectives"));
+    CHECK(at::equal(same_size, at::ones({10})));  // no data moved
+  }
 }
 
 TEST_CASE("arguments wrong on every rank alike throw, and the group stays usable", "[mpi]") {

@@ -4,11 +4,12 @@
 // one of MPI's nonblocking calls, waited on by a watchdog (see mpi_watchdog.hpp): a wait longer
 // than the timeout ends the job with the call's name and the ranks that never arrived.
 //
-// Arguments are checked without a round trip before the call: each collective starts a small
-// nonblocking allreduce of its arguments' sizes and dtypes beside the data itself, and its wait
-// reads both. A rank whose own arguments are invalid throws at once; when the ranks disagree
-// (sizes, dtypes, or some ranks' arguments invalid), every rank throws, and the group is unusable
-// from then on (its data call may be left half done), each later call throwing that reason.
+// Arguments are checked without blocking the caller: each collective starts a small nonblocking
+// allreduce of its arguments' sizes and dtypes, and its data call is posted as soon as that check
+// has agreed (by any later call or wait on the group), in the order the calls began. A rank whose
+// own arguments are invalid throws; when the ranks disagree (sizes, dtypes, or some ranks'
+// arguments invalid), every rank throws, no data moves, and the group is unusable from then on,
+// each later call throwing that reason.
 #pragma once
 
 #include <mpi.h>
@@ -16,6 +17,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +28,7 @@
 namespace ds::comm {
 
 class Watchdog;
-class ArgumentCheck;
+class CheckedCall;
 
 class MpiBackend final : public Backend {
  public:
@@ -66,17 +69,19 @@ class MpiBackend final : public Backend {
   // Takes ownership of comm; label names the group in the watchdog's reports.
   MpiBackend(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog> watchdog, std::string label);
 
-  // A collective begins: it counts as this group's next call and starts the check of `values`
-  // (equal on every rank) beside it. A rank that found a problem with its own arguments waits for
-  // the check and throws it. description: this rank's arguments, for the error messages.
-  std::unique_ptr<ArgumentCheck> begin(const char* collective, const std::vector<int64_t>& values,
-                                       std::string description, const std::string& problem);
-  // Waits for the collective's request and its check. On a disagreement, leaves the request
-  // unfinished, keeps `buffers` alive for it, marks the group unusable and throws; an MPI error of
-  // the request is thrown after the check agreed.
-  void finish(ArgumentCheck& check, MPI_Request& request, std::vector<at::Tensor> buffers);
-  // After posting a collective's data call: an error (rc) there leaves the group unusable.
-  void posted(ArgumentCheck& check, int rc, const char* mpi_call);
+  // A collective begins: it counts as this group's next call, starts the check of `values` (equal
+  // on every rank) and joins the queue of calls whose data call waits for its check. A rank that
+  // found a problem with its own arguments waits for the check and throws. description: this
+  // rank's arguments, for the error messages.
+  std::shared_ptr<CheckedCall> begin(const char* collective, const std::vector<int64_t>& values,
+                                     std::string description, const std::string& problem);
+  // Gives a begun call its data call, posted once its check and every earlier call's have agreed.
+  void post(CheckedCall& call, std::function<int(MPI_Request*)> data_call, const char* mpi_call);
+  // Posts the queued calls whose checks have completed, in the order they began (the same on every
+  // rank). A check that shows a disagreement fails its call and leaves the group unusable.
+  void advance();
+  // Waits until the call has run; throws why it could not.
+  void finish(CheckedCall& call);
   // Waits for a request that is not a checked collective (point to point, later phases of a call).
   void wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
             const char* mpi_call);
@@ -95,7 +100,7 @@ class MpiBackend final : public Backend {
   int64_t posted_calls_ = 0;
   int64_t splits_ = 0;
   std::string unusable_;  // why this group refuses calls ("" while usable)
-  std::vector<at::Tensor> abandoned_;  // buffers of calls left unfinished after a disagreement
+  std::deque<std::shared_ptr<CheckedCall>> queued_;  // begun, data call not posted yet; oldest first
   int rank_ = 0;
   int world_size_ = 1;
   bool cuda_aware_ = false;
