@@ -10,6 +10,10 @@
 namespace ds::zero {
 namespace {
 
+// Reductions in flight at once when overlapping: enough to keep one reducing while the next fills
+// (DeepSpeed's double-buffered buckets). More would only hold more gradient memory.
+constexpr size_t kMaxInFlight = 2;
+
 class GradientReadyHook : public torch::autograd::FunctionPostHook {
  public:
   explicit GradientReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
@@ -67,6 +71,8 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::reset_buckets() {
   for (Bucket& bucket : buckets_) bucket.pending = bucket.last_param - bucket.first_param + 1;
   next_launch_ = 0;
+  next_complete_ = 0;
+  spares_.clear();  // reused within a backward only: between steps the memory is the model's
   backward_started_ = false;
   std::fill(delivered_.begin(), delivered_.end(), false);
 }
@@ -98,9 +104,12 @@ void GradientReducer::pack(size_t i, const at::Tensor& grad) {
   if (!bucket.buffer.defined()) {
     bucket.direct = direct_;
     at::Tensor slice = direct_ ? grad_shard_.narrow(0, bucket.shard_begin, width) : at::Tensor();
-    bucket.buffer = direct_ && layout_.partitions() == 1
-                        ? slice
-                        : at::empty({layout_.partitions() * width}, grad_shard_.options());
+    if (direct_ && layout_.partitions() == 1) {
+      bucket.buffer = slice;
+    } else {
+      bucket.storage = spare_buffer(layout_.partitions() * width);
+      bucket.buffer = bucket.storage.narrow(0, 0, layout_.partitions() * width);
+    }
     bucket.result = slice;
   }
   const ParamSlot& slot = layout_.slot(i);
@@ -137,7 +146,13 @@ void GradientReducer::launch(Bucket& bucket) {
     else
       bucket.work = group_.reduce_scatter_into_async(bucket.result, bucket.buffer, comm::ReduceOp::Avg);
   }
-  if (!overlap_) complete(bucket);
+  if (!overlap_) {
+    complete(bucket);
+    return;
+  }
+  // Buckets launch in order, so the oldest in flight are the first to complete.
+  const size_t launched = static_cast<size_t>(&bucket - buckets_.data()) + 1;
+  while (launched - next_complete_ > kMaxInFlight) complete(buckets_[next_complete_++]);
 }
 
 void GradientReducer::complete(Bucket& bucket) {
@@ -147,6 +162,8 @@ void GradientReducer::complete(Bucket& bucket) {
   }
   if (!bucket.direct) grad_shard_.narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
   bucket.work.reset();
+  if (bucket.storage.defined()) spares_.push_back(std::move(bucket.storage));
+  bucket.storage = at::Tensor();
   bucket.buffer = at::Tensor();
   bucket.result = at::Tensor();
   bucket.direct = false;
@@ -169,6 +186,16 @@ void GradientReducer::finish_backward() {
   reset_buckets();
 }
 
+at::Tensor GradientReducer::spare_buffer(int64_t numel) {
+  for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+    if (it->numel() < numel) continue;
+    at::Tensor buffer = std::move(*it);
+    spares_.erase(it);
+    return buffer;
+  }
+  return at::empty({numel}, grad_shard_.options());
+}
+
 const at::Tensor& GradientReducer::grad_shard() {
   if (shard_stale_) {
     grad_shard_.zero_();
@@ -180,7 +207,8 @@ const at::Tensor& GradientReducer::grad_shard() {
 int64_t GradientReducer::bytes() const {
   int64_t total = grad_shard_.nbytes();
   for (const Bucket& bucket : buckets_)
-    if (bucket.buffer.defined() && !(bucket.direct && layout_.partitions() == 1)) total += bucket.buffer.nbytes();
+    if (bucket.storage.defined()) total += bucket.storage.nbytes();
+  for (const at::Tensor& spare : spares_) total += spare.nbytes();
   return total;
 }
 

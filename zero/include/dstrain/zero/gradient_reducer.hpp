@@ -3,7 +3,8 @@
 // A hook on each parameter's gradient accumulator hands the gradient over as soon as autograd has
 // finished it. Gradients are packed into buckets of consecutive parameters (about bucket_numel
 // elements, filled in reverse parameter order, as backward produces them); a full bucket is reduced
-// at once, overlapping the rest of backward when `overlap` is set:
+// at once, overlapping the rest of backward when `overlap` is set (at most two reductions in
+// flight, their buffers reused, so gradient buckets hold two buckets' memory, not a whole model's):
 //   one partition (ZeRO 0):   all-reduce (average), every rank keeps every gradient;
 //   N partitions (ZeRO 1-3):  reduce-scatter (average), each rank keeps its shard's gradients.
 // The result is added into grad_shard() (fp32, ShardLayout-shaped), so micro-steps accumulate; the
@@ -78,6 +79,7 @@ class GradientReducer {
     int64_t shard_end;
     size_t pending = 0;   // parameters still to arrive in this backward
     at::Tensor buffer;    // [partitions * (shard_end - shard_begin)] while filling or in flight
+    at::Tensor storage;   // what buffer views unless it is the grad shard's own slice
     at::Tensor result;    // this rank's reduced slice
     bool direct = false;  // result is the grad shard's own slice (written, not added)
     std::unique_ptr<comm::Work> work;
@@ -88,6 +90,8 @@ class GradientReducer {
   void launch(Bucket& bucket);
   void complete(Bucket& bucket);
   void reset_buckets();
+  // A buffer of at least numel elements: a spare one if any is large enough.
+  at::Tensor spare_buffer(int64_t numel);
 
   std::vector<at::Tensor> params_;
   const ShardLayout& layout_;
@@ -103,8 +107,10 @@ class GradientReducer {
   bool backward_started_ = false;
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;         // buckets before it are launched in this backward
+  size_t next_complete_ = 0;       // buckets before it are complete in this backward
   std::vector<size_t> bucket_of_;  // parameter index -> bucket index
   std::vector<bool> delivered_;    // parameter index -> delivered in this backward
+  std::vector<at::Tensor> spares_; // buffers of this backward's completed reductions, for the next buckets
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
 };
