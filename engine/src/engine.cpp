@@ -250,6 +250,7 @@ ModelStateBytes EngineCore::model_state_bytes() const {
     if (param.grad().defined()) bytes.gradients += param.grad().nbytes();
   for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->local_state()) bytes.optimizer += state.nbytes();
+  for (auto& [name, state] : optimizer_->replicated_state()) bytes.optimizer += state.nbytes();
   return bytes;
 }
 

@@ -31,13 +31,16 @@ LambShardOptimizer::LambShardOptimizer(const OptimizerConfig& config, const zero
 }
 
 std::vector<double> LambShardOptimizer::update_moments_and_norms(const at::Tensor& params, const at::Tensor& grads) {
+  // 1 − β in double, then rounded, as FusedLamb's host code: 1 − float(0.999) would be 1.3e-5 smaller.
   const float b1 = static_cast<float>(config_.betas[0]), b2 = static_cast<float>(config_.betas[1]);
+  const float one_minus_b1 = static_cast<float>(1 - config_.betas[0]);
+  const float one_minus_b2 = static_cast<float>(1 - config_.betas[1]);
   const float eps = static_cast<float>(config_.eps), decay = static_cast<float>(config_.weight_decay);
   std::vector<double> sums(2 * segments_.size());
   if (!params.is_cpu()) {
     // On an accelerator the same arithmetic as tensor operations (host code never reads device memory).
-    exp_avg_.mul_(b1).add_(grads, 1 - b1);
-    exp_avg_sq_.mul_(b2).addcmul_(grads, grads, 1 - b2);
+    exp_avg_.mul_(b1).add_(grads, one_minus_b1);
+    exp_avg_sq_.mul_(b2).addcmul_(grads, grads, one_minus_b2);
     const at::Tensor denom = config_.eps_inside_sqrt ? exp_avg_sq_.add(eps).sqrt_() : exp_avg_sq_.sqrt().add_(eps);
     const at::Tensor update = exp_avg_.div(denom).add_(params, decay);
     std::vector<at::Tensor> parts;
@@ -61,8 +64,8 @@ std::vector<double> LambShardOptimizer::update_moments_and_norms(const at::Tenso
         [&](int64_t begin, int64_t end, Sums acc) {
           double w2 = 0, u2 = 0;
           for (int64_t i = begin; i < end; ++i) {
-            const float mi = b1 * m[i] + (1 - b1) * g[i];
-            const float vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
+            const float mi = b1 * m[i] + one_minus_b1 * g[i];
+            const float vi = b2 * v[i] + one_minus_b2 * g[i] * g[i];
             m[i] = mi;
             v[i] = vi;
             const float denom = inside ? std::sqrt(vi + eps) : std::sqrt(vi) + eps;

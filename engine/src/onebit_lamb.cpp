@@ -67,15 +67,10 @@ void OneBitLambShardOptimizer::step(const at::Tensor& params, const at::Tensor& 
     if (step == config_.freeze_step) exp_avg_sq_fresh_.copy_(lamb_.exp_avg_sq());
     return;
   }
-  const bool started = scaling_coeff_.ne(0).any().item<bool>();
-  if (step == config_.freeze_step + 1 && !started) {
+  // scaling_coeff is 0 until the compression stage starts (and stays set in a checkpoint after it).
+  if (!scaling_coeff_.ne(0).any().item<bool>()) {
     log::info("OneBitLamb: step ", step, ", variance frozen, compressed communication starts");
     start_compression();
-  } else if (!started) {
-    throw Error("OneBitLamb: step " + std::to_string(step) + " is past freeze_step but the per-rank state of the " +
-                "compression stage (lamb_coeff_freeze, scaling_coeff) was not restored; resume this checkpoint " +
-                "at the world size that wrote it")
-        .with_key("optimizer.params.freeze_step");
   }
   compressed_step(params, grads, lr);
 }
@@ -99,7 +94,10 @@ void OneBitLambShardOptimizer::start_compression() {
 
 void OneBitLambShardOptimizer::compressed_step(const at::Tensor& params, const at::Tensor& grads, double lr) {
   const auto& segments = lamb_.segments();
+  // 1 − β in double, then rounded, as DeepSpeed's (1 - beta) on Python floats.
   const float b1 = static_cast<float>(config_.betas[0]), b2 = static_cast<float>(config_.betas[1]);
+  const float one_minus_b1 = static_cast<float>(1 - config_.betas[0]);
+  const float one_minus_b2 = static_cast<float>(1 - config_.betas[1]);
   const float eps = static_cast<float>(config_.eps), decay = static_cast<float>(config_.weight_decay);
   float* p = params.data_ptr<float>();
   const float* g = grads.data_ptr<float>();
@@ -115,7 +113,7 @@ void OneBitLambShardOptimizer::compressed_step(const at::Tensor& params, const a
     at::parallel_for(segments[k].offset, segments[k].offset + segments[k].numel, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         last[i] = m[i];
-        m[i] = (b1 * m[i] + (1 - b1) * g[i]) * scale;
+        m[i] = (b1 * m[i] + one_minus_b1 * g[i]) * scale;
       }
     });
   }
@@ -135,8 +133,8 @@ void OneBitLambShardOptimizer::compressed_step(const at::Tensor& params, const a
           for (int64_t i = begin; i < end; ++i) {
             const float mi = m[i] * inverse;
             m[i] = mi;
-            const float reconstructed = (mi - last[i] * b1) / (1 - b1);
-            const float fi = b2 * fresh[i] + (1 - b2) * reconstructed * reconstructed;
+            const float reconstructed = (mi - last[i] * b1) / one_minus_b1;
+            const float fi = b2 * fresh[i] + one_minus_b2 * reconstructed * reconstructed;
             fresh[i] = fi;
             const float denom = std::sqrt(v[i]) + eps;
             const float prelim = mi / denom;
@@ -176,9 +174,11 @@ std::vector<std::pair<std::string, at::Tensor>> OneBitLambShardOptimizer::state(
 }
 
 std::vector<std::pair<std::string, at::Tensor>> OneBitLambShardOptimizer::local_state() {
-  return {{"worker_error", worker_error_},     {"server_error", server_error_},
-          {"lamb_coeff_freeze", coeff_freeze_}, {"last_factor", last_factor_},
-          {"scaling_coeff", scaling_coeff_}};
+  return {{"worker_error", worker_error_}, {"server_error", server_error_}};
+}
+
+std::vector<std::pair<std::string, at::Tensor>> OneBitLambShardOptimizer::replicated_state() {
+  return {{"lamb_coeff_freeze", coeff_freeze_}, {"last_factor", last_factor_}, {"scaling_coeff", scaling_coeff_}};
 }
 
 }  // namespace ds

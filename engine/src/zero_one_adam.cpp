@@ -64,7 +64,11 @@ bool ZeroOneAdamShardOptimizer::needs_reduced_gradients(int64_t step) const {
 
 void ZeroOneAdamShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) {
   const Intervals intervals = intervals_at(step);
+  // 1 − β in double, then rounded, as DeepSpeed's (1 - beta) on Python floats: 1 − float(0.999) would
+  // be 1.3e-5 smaller, a bias in every variance update.
   const float b1 = static_cast<float>(config_.betas[0]), b2 = static_cast<float>(config_.betas[1]);
+  const float one_minus_b1 = static_cast<float>(1 - config_.betas[0]);
+  const float one_minus_b2 = static_cast<float>(1 - config_.betas[1]);
   const float eps = static_cast<float>(config_.eps), decay = static_cast<float>(config_.weight_decay);
   const float rate = static_cast<float>(lr);
   const int64_t n = params.numel();
@@ -80,8 +84,8 @@ void ZeroOneAdamShardOptimizer::step(const at::Tensor& params, const at::Tensor&
     const float* g = grads.data_ptr<float>();
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        if (variance) v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-        m[i] = b1 * m[i] + (1 - b1) * g[i];
+        if (variance) v[i] = b2 * v[i] + one_minus_b2 * g[i] * g[i];
+        m[i] = b1 * m[i] + one_minus_b1 * g[i];
         p[i] -= rate * (m[i] / (std::sqrt(v[i]) + eps) + decay * p[i]);
       }
     });
@@ -100,7 +104,7 @@ void ZeroOneAdamShardOptimizer::step(const at::Tensor& params, const at::Tensor&
   float* accumulated = momentum_accumulator_.data_ptr<float>();
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      m[i] = b1 * m[i] + (1 - b1) * g[i];
+      m[i] = b1 * m[i] + one_minus_b1 * g[i];
       const float denom = std::sqrt(v[i]) + eps;
       const float move = rate * (m[i] / denom + decay * p[i]);
       p[i] -= move;
@@ -125,14 +129,15 @@ void ZeroOneAdamShardOptimizer::step(const at::Tensor& params, const at::Tensor&
 }
 
 std::vector<std::pair<std::string, at::Tensor>> ZeroOneAdamShardOptimizer::state() {
-  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
+  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}, {"momentum_accumulator", momentum_accumulator_}};
 }
 
 std::vector<std::pair<std::string, at::Tensor>> ZeroOneAdamShardOptimizer::local_state() {
-  return {{"worker_error", worker_error_},
-          {"server_error", server_error_},
-          {"momentum_accumulator", momentum_accumulator_},
-          {"lrs", lrs_}};
+  return {{"worker_error", worker_error_}, {"server_error", server_error_}};
+}
+
+std::vector<std::pair<std::string, at::Tensor>> ZeroOneAdamShardOptimizer::replicated_state() {
+  return {{"lrs", lrs_}};
 }
 
 }  // namespace ds

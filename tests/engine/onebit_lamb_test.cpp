@@ -1,7 +1,8 @@
 // OneBitLamb in the engine: LAMB without bias correction until freeze_step; afterwards a plain
 // LibTorch reference of DeepSpeed's compression stage (scaled momentum averaged by the simulated
 // compressed allreduce, frozen variance, fresh variance from the reconstructed gradient, the factor
-// rules) must follow the same trajectory; a checkpoint after the freeze resumes exactly.
+// rules) must follow the same trajectory; a checkpoint after the freeze resumes exactly, and only with
+// its compression errors.
 #include <filesystem>
 
 #include "dstrain/runtime/error.hpp"
@@ -136,10 +137,10 @@ TEST_CASE("OneBitLamb after freeze_step follows a plain reference of 1-bit LAMB"
   const std::vector<double> losses = train(*engine, kSteps);
   ReferenceModel reference;
   const std::vector<double> expected = reference_losses(reference, kFreeze, kTestEps, kSteps);
-  // Weights within 1e-3 (measured: up to 7.6e-5 at -np 2, 1.5e-4 at -np 4) while every loss agrees to
-  // 1e-5: the 1-bit sign decisions turn ulp-level differences near zero into steps of ±scale. Whether
-  // all of that gap is such flips was not yet verified element by element.
-  require_close(*engine, losses, expected, reference, 1e-3);
+  // Measured: every loss within 1e-7 relative at -np 2 and 4; weights within 1.2e-7 at -np 2, but
+  // 1.1e-4 in wte at -np 4, where an ulp-level difference still meets a 1-bit sign decision (not yet
+  // traced element by element); hence 1e-3 for the weights.
+  require_close(*engine, losses, expected, reference, 1e-3, 1e-6);
 }
 
 TEST_CASE("a OneBitLamb checkpoint taken after the freeze resumes with the same losses", "[mpi][onebit_lamb]") {
@@ -154,10 +155,20 @@ TEST_CASE("a OneBitLamb checkpoint taken after the freeze resumes with the same 
     engine->save_checkpoint(dir, "frozen");
     uninterrupted = train(*engine, 3);
   }
+  {
+    auto engine = make_engine(onebit_lamb(kFreeze, 1e-4));
+    engine->load_checkpoint(dir);
+    REQUIRE(engine->global_steps() == kFreeze + 2);
+    REQUIRE(train(*engine, 3) == uninterrupted);
+  }
+  // Without the compression errors the resumed run differs after its first compressed step: the
+  // equality above needed them.
+  zero_local_sections(dir, "frozen");
   auto engine = make_engine(onebit_lamb(kFreeze, 1e-4));
   engine->load_checkpoint(dir);
-  REQUIRE(engine->global_steps() == kFreeze + 2);
-  REQUIRE(train(*engine, 3) == uninterrupted);
+  const std::vector<double> reset = train(*engine, 3);
+  CHECK(reset[0] == uninterrupted[0]);
+  if (world > 1) CHECK(reset[2] != uninterrupted[2]);
 }
 
 TEST_CASE("the 1-bit family is refused under ZeRO, naming the key", "[onebit_lamb]") {

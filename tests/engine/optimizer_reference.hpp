@@ -7,14 +7,19 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/checkpoint_index.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
+#include "dstrain/io/crc32c.hpp"
 
 namespace optimizer_reference {
 
@@ -72,8 +77,9 @@ inline std::vector<double> train(ds::Engine<ds::models::GPT>& engine, int steps)
   return losses;
 }
 
-// DeepSpeed's compressed allreduce as tests/comm simulates it: ordinary all_reduce of each rank's
-// scaled signs, then each rank's server chunk compressed again and gathered (through all_reduce).
+// DeepSpeed's compressed allreduce as tests/comm simulates it: each rank's scaled signs gathered
+// (through an ordinary all_reduce) and averaged, then each rank's server chunk compressed again and
+// gathered.
 struct CompressionSimulation {
   int64_t numel, padded, chunk;
   at::Tensor worker_error, server_error;
@@ -97,9 +103,15 @@ struct CompressionSimulation {
     const at::Tensor x = at::cat({buffer, at::zeros({padded - numel})}) + worker_error;
     const at::Tensor compressed = rms(x) * sign_of(x);
     worker_error = x - compressed;
-    world.all_reduce(compressed);
-    compressed.mul_(1.0 / w);
-    const at::Tensor served = compressed.narrow(0, rank * chunk, chunk) + server_error;
+    // Every rank's compressed buffer (an all_reduce of rows that are zero but this rank's), then the
+    // server's sum in rank order: any other order rounds differently, and a 1-bit sign decision
+    // later turns that difference into ±scale.
+    at::Tensor rows = at::zeros({w, padded});
+    rows[rank].copy_(compressed);
+    world.all_reduce(rows);
+    at::Tensor sum = at::zeros({chunk});
+    for (int j = 0; j < w; ++j) sum = sum + rows[j].narrow(0, rank * chunk, chunk) * (1.0 / w);
+    const at::Tensor served = sum + server_error;
     const at::Tensor server_compressed = rms(served) * sign_of(served);
     server_error = served - server_compressed;
     at::Tensor result = at::zeros({padded});
@@ -184,6 +196,32 @@ inline void require_close(ds::Engine<ds::models::GPT>& engine, const std::vector
     ++k;
   }
   REQUIRE(k == weights.size());
+}
+
+// Rank 0 zeroes every shard's local/* sections (the compression errors) and records the new
+// checksums in the index.
+inline void zero_local_sections(const std::string& dir, const std::string& tag) {
+  if (ds::comm::get_rank() == 0) {
+    const std::string folder = ds::ckpt::checkpoint_folder(dir, tag);
+    ds::ckpt::CheckpointIndex index = ds::ckpt::CheckpointIndex::read(folder);
+    for (ds::ckpt::ShardEntry& shard : index.shards) {
+      const std::string path = folder + "/" + shard.file;
+      int zeroed = 0;
+      for (const ds::ckpt::ShardSection& section : shard.sections) {
+        if (section.name.rfind("local/", 0) != 0) continue;
+        std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+        file.seekp(section.offset);
+        file.write(std::string(static_cast<size_t>(section.bytes), '\0').data(), section.bytes);
+        ++zeroed;
+      }
+      REQUIRE(zeroed == 2);  // worker_error, server_error
+      std::ifstream in(path, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      shard.crc32c = ds::io::crc32c(0, bytes.data(), bytes.size());
+    }
+    std::ofstream(folder + "/index.json", std::ios::trunc) << index.to_json().dump();
+  }
+  ds::comm::barrier();
 }
 
 }  // namespace optimizer_reference

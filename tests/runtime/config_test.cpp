@@ -464,6 +464,30 @@ TEST_CASE("keys accepted but not acted on: listed when set away from the default
   const std::vector<std::string> expected = {"prescale_gradients", "zero_optimization.contiguous_gradients",
                                              "zero_optimization.offload_optimizer", "aio", "wandb"};
   CHECK(ds::Config::from_json(config).keys_not_acted_on() == expected);
+
+  // Every param of Lamb and the 1-bit family set away from its default acts, but cuda_aware (the
+  // engine's group carries the compressed traffic).
+  const json optimizers[] = {
+      {{"type", "Lamb"},
+       {"params", {{"lr", 0.01}, {"betas", {0.8, 0.99}}, {"eps", 1e-6}, {"weight_decay", 0.1}, {"bias_correction", false},
+                   {"max_coeff", 0.5}, {"min_coeff", 0.1}, {"eps_inside_sqrt", true}}}},
+      {{"type", "OneBitLamb"},
+       {"params", {{"lr", 0.01}, {"betas", {0.8, 0.99}}, {"eps", 1e-6}, {"weight_decay", 0.1}, {"max_coeff", 0.5},
+                   {"min_coeff", 0.1}, {"freeze_step", 7}, {"coeff_beta", 0.5}, {"factor_max", 2.0},
+                   {"factor_min", 0.8}, {"factor_threshold", 0.2}, {"comm_backend_name", "mpi"},
+                   {"cuda_aware", true}}}},
+      {{"type", "ZeroOneAdam"},
+       {"params", {{"lr", 0.01}, {"betas", {0.8, 0.99}}, {"eps", 1e-6}, {"weight_decay", 0.1},
+                   {"var_freeze_step", 7}, {"var_update_scaler", 4}, {"local_step_scaler", 8},
+                   {"local_step_clipper", 4}, {"comm_backend_name", "mpi"}, {"cuda_aware", true}}}}};
+  for (const json& optimizer : optimizers) {
+    INFO(optimizer["type"]);
+    const std::vector<std::string> keys = ds::Config::from_json(with({{"optimizer", optimizer}})).keys_not_acted_on();
+    if (optimizer["params"].contains("cuda_aware"))
+      CHECK(keys == std::vector<std::string>{"optimizer.params.cuda_aware"});
+    else
+      CHECK(keys.empty());
+  }
 }
 
 TEST_CASE("Batch sizes: any two derive the third; one alone uses DeepSpeed's rule", "[config]") {

@@ -20,10 +20,8 @@
 // scaling_coeff 1 (DeepSpeed divides by its zero scale). The compression errors are one pair for the
 // flat shard, as DeepSpeed's flattened momentum.
 //
-// The per-parameter scalars (lamb_coeff_freeze, last_factor, scaling_coeff) are kept with the
-// compression errors as this rank's local_state(); they are the same on every rank. A checkpoint
-// resumed at another world size restarts them from zero (as DeepSpeed does before the freeze); after
-// the freeze that cannot continue, and the step says so.
+// The per-parameter scalars (lamb_coeff_freeze, last_factor, scaling_coeff) are the same on every
+// rank: replicated_state(), restored at any world size; only the compression errors are per rank.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -50,8 +48,10 @@ class OneBitLambShardOptimizer : public ShardOptimizer {
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
   // exp_avg, exp_avg_sq, exp_avg_sq_fresh: shard-shaped, the same on every rank.
   std::vector<std::pair<std::string, at::Tensor>> state() override;
-  // worker_error, server_error, and the per-parameter lamb_coeff_freeze, last_factor, scaling_coeff.
+  // worker_error, server_error.
   std::vector<std::pair<std::string, at::Tensor>> local_state() override;
+  // lamb_coeff_freeze, last_factor, scaling_coeff: one value per parameter each.
+  std::vector<std::pair<std::string, at::Tensor>> replicated_state() override;
   bool needs_reduced_gradients(int64_t step) const override { return step <= config_.freeze_step; }
 
  private:

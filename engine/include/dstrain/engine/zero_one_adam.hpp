@@ -43,10 +43,14 @@ class ZeroOneAdamShardOptimizer : public ShardOptimizer {
                             comm::Backend& group);
 
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
-  // exp_avg, exp_avg_sq: shard-shaped (exp_avg differs across ranks between local-step syncs).
+  // exp_avg, exp_avg_sq, momentum_accumulator: shard-shaped (exp_avg and the accumulator differ
+  // across ranks between local-step syncs; a checkpoint keeps rank 0's, as it keeps its weights, so
+  // that every rank resumes from one consistent point).
   std::vector<std::pair<std::string, at::Tensor>> state() override;
-  // worker_error, server_error, momentum_accumulator, and lrs (Σlr since the last sync, one value).
+  // worker_error, server_error.
   std::vector<std::pair<std::string, at::Tensor>> local_state() override;
+  // lrs: Σlr since the last sync, one value, the same on every rank.
+  std::vector<std::pair<std::string, at::Tensor>> replicated_state() override;
   bool needs_reduced_gradients(int64_t step) const override;
 
   // The interval schedule in force at a step.
