@@ -5,8 +5,9 @@
 // per-rank state (an optimizer's local_state, the CPU generator; rank 0 also the optimizer's
 // replicated_state) into <dir>/.<tag>.partial/rank<r>.bin, a bucket at a time straight from the
 // tensors, computing the CRC-32C as it goes; rank 0 gathers the sizes and checksums, writes
-// index.json, renames the folder to <dir>/<tag> and only then updates <dir>/latest. A crash at any point leaves the previous checkpoint and `latest` intact;
-// the next save removes the orphaned .partial folder. No rank gathers anything whole.
+// index.json, renames the folder to <dir>/<tag> and only then updates <dir>/latest. A crash at any
+// point leaves the previous checkpoint and `latest` intact; the next save removes the orphaned
+// .partial folder. No rank gathers anything whole.
 //
 // Load: every rank reads, for each of its chunks, exactly the byte ranges that hold it from the
 // saving ranks' files, straight into its own shard: any stage and world size loads any checkpoint
