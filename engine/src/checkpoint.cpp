@@ -2,18 +2,19 @@
 // docs/checkpoints.md and dstrain/engine/checkpoint_index.hpp).
 //
 // Save: every rank streams its own shard-shaped state (fp32 master, optimizer state) and its
-// per-rank state (an optimizer's local_state, the CPU generator) into <dir>/.<tag>.partial/rank<r>.bin,
-// a bucket at a time straight from the tensors, computing the CRC-32C as it goes; rank 0 gathers
-// the sizes and checksums, writes index.json, renames the folder to <dir>/<tag> and only then
-// updates <dir>/latest. A crash at any point leaves the previous checkpoint and `latest` intact;
-// the next save removes the orphaned .partial folder. No rank gathers anything whole.
+// per-rank state (an optimizer's local_state, the CPU generator; rank 0 also the optimizer's
+// replicated_state) into <dir>/.<tag>.partial/rank<r>.bin, a bucket at a time straight from the
+// tensors, computing the CRC-32C as it goes; rank 0 gathers the sizes and checksums, writes
+// index.json, renames the folder to <dir>/<tag> and only then updates <dir>/latest. A crash at any
+// point leaves the previous checkpoint and `latest` intact; the next save removes the orphaned
+// .partial folder. No rank gathers anything whole.
 //
 // Load: every rank reads, for each of its chunks, exactly the byte ranges that hold it from the
 // saving ranks' files, straight into its own shard: any stage and world size loads any checkpoint
 // (DeepSpeed's universal checkpoint, without the conversion). The shards' checksums are verified
 // first (each rank checks a share, a bucket at a time). Per-rank state is restored when the world
 // size is unchanged and reset to zero, with a warning, otherwise (DeepSpeed always resets
-// OneBitAdam's errors on load).
+// OneBitAdam's errors on load); replicated state is read from rank 0's shard at any world size.
 #include <ATen/CPUGeneratorImpl.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -216,6 +217,9 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
         });
         for (auto& [name, tensor] : optimizer_->state()) append_section(out, mine, "optim/" + name, tensor, bucket);
       }
+      if (rank == 0)
+        for (auto& [name, tensor] : optimizer_->replicated_state())
+          append_section(out, mine, "replicated/" + name, tensor, bucket);
       for (auto& [name, tensor] : optimizer_->local_state()) append_section(out, mine, "local/" + name, tensor, bucket);
       append_section(out, mine, "rng", at::detail::getDefaultCPUGenerator().get_state(), bucket);
       out.finish();
@@ -365,6 +369,9 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
       for (const auto& [name, tensor] : local) tensor.zero_();
     }
   }
+  // State that every rank holds alike is rank 0's copy, whatever the world size.
+  for (auto& [name, tensor] : optimizer_->replicated_state())
+    shards.read_section(0, "replicated/" + name, tensor.data_ptr(), static_cast<int64_t>(tensor.nbytes()));
   // Each rank resumes its own random stream when the world size is unchanged.
   if (same_world) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();

@@ -6,7 +6,10 @@
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/host_policy.hpp"
+#include "dstrain/engine/lamb.hpp"
 #include "dstrain/engine/onebit_adam.hpp"
+#include "dstrain/engine/onebit_lamb.hpp"
+#include "dstrain/engine/zero_one_adam.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/zero/init.hpp"
@@ -33,8 +36,11 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   for (const std::string& key : config_.keys_not_acted_on())
     log::warn("config key '", key, "' is accepted but not acted on by dstrain yet (docs/config.md)");
   const int stage = config_.zero_optimization().stage;
-  if (config_.optimizer().type == OptimizerType::OneBitAdam && stage > 0)
-    throw Error("OneBitAdam is not supported with ZeRO (stage " + std::to_string(stage) + "); use stage 0")
+  const OptimizerType type = config_.optimizer().type;
+  if ((type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam) &&
+      stage > 0)
+    throw Error(std::string(to_string(type)) + " is not supported with ZeRO (stage " + std::to_string(stage) +
+                "); use stage 0")
         .with_key("zero_optimization.stage");
   if (config_.optimizer().type == OptimizerType::None)
     throw Error("no optimizer configured: add an \"optimizer\" block").with_key("optimizer");
@@ -71,10 +77,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
                                                      zero.overlap_comm, std::move(on_taken));
   reducer_->set_timers(breakdown_timers());
   if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
-  optimizer_ = config_.optimizer().type == OptimizerType::OneBitAdam
-                   ? std::make_unique<OneBitAdamShardOptimizer>(config_.optimizer(), layout_->shard_numel(), device,
-                                                                *group_)
-                   : make_shard_optimizer(config_.optimizer(), layout_->shard_numel(), device);
+  optimizer_ = make_optimizer(device);
   lr_ = schedule_.lr(0);
 
   log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
@@ -85,6 +88,24 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
 }
 
 EngineCore::~EngineCore() = default;
+
+// The optimizers that need the group (they communicate) or the layout (per-parameter norms) are
+// built here; the others by make_shard_optimizer.
+std::unique_ptr<ShardOptimizer> EngineCore::make_optimizer(at::Device device) {
+  const OptimizerConfig& config = config_.optimizer();
+  switch (config.type) {
+    case OptimizerType::OneBitAdam:
+      return std::make_unique<OneBitAdamShardOptimizer>(config, layout_->shard_numel(), device, *group_);
+    case OptimizerType::Lamb:
+      return std::make_unique<LambShardOptimizer>(config, *layout_, device, *group_);
+    case OptimizerType::OneBitLamb:
+      return std::make_unique<OneBitLambShardOptimizer>(config, *layout_, device, *group_);
+    case OptimizerType::ZeroOneAdam:
+      return std::make_unique<ZeroOneAdamShardOptimizer>(config, layout_->shard_numel(), device, *group_);
+    default:
+      return make_shard_optimizer(config, layout_->shard_numel(), device);
+  }
+}
 
 void EngineCore::broadcast_parameters() {
   // One parameter at a time, in place: never a second copy of the whole model. Parameters built
@@ -229,6 +250,7 @@ ModelStateBytes EngineCore::model_state_bytes() const {
     if (param.grad().defined()) bytes.gradients += param.grad().nbytes();
   for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->local_state()) bytes.optimizer += state.nbytes();
+  for (auto& [name, state] : optimizer_->replicated_state()) bytes.optimizer += state.nbytes();
   return bytes;
 }
 

@@ -19,6 +19,13 @@ OptimizerConfig without_bias_correction(OptimizerConfig config) {
 
 }  // namespace
 
+void warn_on_transport_mismatch(const OptimizerConfig& config, comm::Backend& group, const char* optimizer) {
+  const char* transport = dynamic_cast<comm::MpiBackend*>(&group) ? "mpi" : "nccl";
+  if (config.comm_backend_name != transport)
+    log::warn(optimizer, ": comm_backend_name '", config.comm_backend_name, "' asked for, but the engine's ",
+              "data-parallel group is ", transport, "; the compressed allreduce runs over ", transport);
+}
+
 OneBitAdamShardOptimizer::OneBitAdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel,
                                                    at::Device device, comm::Backend& group)
     : adam_(without_bias_correction(config), shard_numel, device, /*decoupled=*/true),
@@ -29,12 +36,7 @@ OneBitAdamShardOptimizer::OneBitAdamShardOptimizer(const OptimizerConfig& config
   const comm::onebit::Layout layout = comm::onebit::layout_for(shard_numel, group.world_size());
   worker_error_ = at::zeros({layout.padded}, at::dtype(at::kFloat).device(device));
   server_error_ = at::zeros({layout.chunk}, at::dtype(at::kFloat).device(device));
-  // DeepSpeed builds a backend of its own from comm_backend_name and cuda_aware; here the momentum
-  // travels over the engine's data-parallel group, so a transport that group is not can only be noted.
-  const char* transport = dynamic_cast<comm::MpiBackend*>(&group) ? "mpi" : "nccl";
-  if (config.comm_backend_name != transport)
-    log::warn("OneBitAdam: comm_backend_name '", config.comm_backend_name, "' asked for, but the engine's ",
-              "data-parallel group is ", transport, "; the compressed allreduce runs over ", transport);
+  warn_on_transport_mismatch(config, group, "OneBitAdam");
   log::info("OneBitAdam: full allreduce for ", freeze_step_, " steps, then 1-bit compressed momentum over ",
             group.world_size(), " ranks (error buffers of ", layout.padded, " + ", layout.chunk, " values)");
 }

@@ -10,6 +10,9 @@ const config_detail::EnumNames<OptimizerType> kOptimizerNames = {
     {OptimizerType::AdamW, "AdamW"},
     {OptimizerType::SGD, "SGD"},
     {OptimizerType::OneBitAdam, "OneBitAdam"},
+    {OptimizerType::Lamb, "Lamb"},
+    {OptimizerType::OneBitLamb, "OneBitLamb"},
+    {OptimizerType::ZeroOneAdam, "ZeroOneAdam"},
 };
 
 const config_detail::EnumNames<SchedulerType> kSchedulerNames = {
@@ -67,10 +70,45 @@ void visit_params(V& p, OptimizerConfig& c) {
     // DeepSpeed's AdamW ignores adam_w_mode: decoupled weight decay is what AdamW means.
     if (c.type == OptimizerType::AdamW) c.adam_w_mode = true;
   }
-  if (c.type == OptimizerType::OneBitAdam) {
+  const bool onebit = c.type == OptimizerType::OneBitAdam || c.type == OptimizerType::OneBitLamb ||
+                      c.type == OptimizerType::ZeroOneAdam;
+  if (c.type == OptimizerType::OneBitAdam || c.type == OptimizerType::OneBitLamb)
     p.field("freeze_step", c.freeze_step, at_least(0));
+  if (onebit) {
     p.field("cuda_aware", c.cuda_aware);
     p.field("comm_backend_name", c.comm_backend_name, std::vector<std::string>{"nccl", "mpi"});
+  }
+  if (c.type == OptimizerType::Lamb || c.type == OptimizerType::OneBitLamb) {
+    p.field("max_coeff", c.max_coeff, at_least(0));
+    p.field("min_coeff", c.min_coeff, at_least(0));
+    if constexpr (V::kReading)
+      if (c.min_coeff > c.max_coeff)
+        throw p.error("min_coeff", "must not exceed max_coeff (" + std::to_string(c.max_coeff) + "), got " +
+                                       std::to_string(c.min_coeff));
+  }
+  if (c.type == OptimizerType::Lamb || c.type == OptimizerType::OneBitLamb || c.type == OptimizerType::ZeroOneAdam) {
+    p.field("eps_inside_sqrt", c.eps_inside_sqrt);
+    // DeepSpeed's OnebitLamb and ZeroOneAdam take eps_inside_sqrt and always add eps outside the root.
+    if constexpr (V::kReading)
+      if (c.eps_inside_sqrt && c.type != OptimizerType::Lamb)
+        p.warn("'" + p.path_of("eps_inside_sqrt") + "' is ignored by " + to_string(c.type) +
+               " (as DeepSpeed): eps is added outside the square root");
+  }
+  if (c.type == OptimizerType::OneBitLamb) {
+    p.field("coeff_beta", c.coeff_beta, fraction());
+    p.field("factor_max", c.factor_max, at_least(0));
+    p.field("factor_min", c.factor_min, at_least(0));
+    p.field("factor_threshold", c.factor_threshold, between(0, 1));
+    if constexpr (V::kReading)
+      if (c.factor_min > c.factor_max)
+        throw p.error("factor_min", "must not exceed factor_max (" + std::to_string(c.factor_max) + "), got " +
+                                        std::to_string(c.factor_min));
+  }
+  if (c.type == OptimizerType::ZeroOneAdam) {
+    p.field("var_freeze_step", c.var_freeze_step, at_least(0));
+    p.field("var_update_scaler", c.var_update_scaler, at_least(1));
+    p.field("local_step_scaler", c.local_step_scaler, at_least(1));
+    p.field("local_step_clipper", c.local_step_clipper, at_least(1));
   }
   if constexpr (V::kReading) {
     bool amsgrad = false;

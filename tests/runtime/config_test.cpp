@@ -252,9 +252,9 @@ TEST_CASE("betas must be two numbers in [0, 1)", "[config]") {
 }
 
 TEST_CASE("An unknown optimizer or scheduler type is an error listing the supported ones", "[config]") {
-  CHECK_THAT(error_message(with({{"optimizer", {{"type", "Lamb"}}}})),
-             Contains("config key 'optimizer.type'") && Contains("\"Lamb\"") &&
-                 Contains("Adam, AdamW, SGD, OneBitAdam"));
+  CHECK_THAT(error_message(with({{"optimizer", {{"type", "Lion"}}}})),
+             Contains("config key 'optimizer.type'") && Contains("\"Lion\"") &&
+                 Contains("Adam, AdamW, SGD, OneBitAdam, Lamb, OneBitLamb, ZeroOneAdam"));
   CHECK_THAT(error_message(with({{"scheduler", {{"type", "Cosine"}}}})),
              Contains("config key 'scheduler.type'") && Contains("\"Cosine\"") &&
                  Contains("WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest"));
@@ -280,6 +280,36 @@ TEST_CASE("Optimizer params follow the type", "[config]") {
   CHECK(onebit.optimizer().comm_backend_name == "mpi");
   CHECK_FALSE(onebit.optimizer().cuda_aware);
   CHECK(ds::Config::from_json(with({{"optimizer", {{"type", "OneBitAdam"}}}})).optimizer().freeze_step == 100000);
+
+  // DeepSpeed's defaults (FusedLamb, OnebitLamb, ZeroOneAdam constructors) and the values as written.
+  const ds::OptimizerConfig lamb = ds::Config::from_json(with({{"optimizer", {{"type", "Lamb"}}}})).optimizer();
+  CHECK(lamb.max_coeff == 10.0);
+  CHECK(lamb.min_coeff == 0.01);
+  CHECK_FALSE(lamb.eps_inside_sqrt);
+  const ds::OptimizerConfig onebit_lamb =
+      ds::Config::from_json(with({{"optimizer", {{"type", "onebitlamb"}, {"params", {{"max_coeff", 0.3}, {"factor_threshold", 0.2}}}}}}))
+          .optimizer();
+  CHECK(onebit_lamb.type == ds::OptimizerType::OneBitLamb);
+  CHECK(onebit_lamb.max_coeff == 0.3);
+  CHECK(onebit_lamb.freeze_step == 100000);
+  CHECK(onebit_lamb.coeff_beta == 0.9);
+  CHECK(onebit_lamb.factor_max == 4.0);
+  CHECK(onebit_lamb.factor_min == 0.5);
+  CHECK(onebit_lamb.factor_threshold == 0.2);
+  const ds::OptimizerConfig zero_one =
+      ds::Config::from_json(with({{"optimizer", {{"type", "ZeroOneAdam"}, {"params", {{"var_freeze_step", 300}}}}}}))
+          .optimizer();
+  CHECK(zero_one.var_freeze_step == 300);
+  CHECK(zero_one.var_update_scaler == 16);
+  CHECK(zero_one.local_step_scaler == 32678);
+  CHECK(zero_one.local_step_clipper == 16);
+  CHECK_THAT(error_message(with({{"optimizer", {{"type", "Lamb"}, {"params", {{"min_coeff", 2.0}, {"max_coeff", 1.0}}}}}})),
+             Contains("config key 'optimizer.params.min_coeff'"));
+  // Keys of one type are unknown to another: ZeroOneAdam has no freeze_step.
+  const ds::Config stray =
+      ds::Config::from_json(with({{"optimizer", {{"type", "ZeroOneAdam"}, {"params", {{"freeze_step", 5}}}}}}));
+  REQUIRE(stray.warnings().size() == 1);
+  CHECK_THAT(stray.warnings()[0], Contains("optimizer.params.freeze_step"));
 
   ds::Config sgd =
       ds::Config::from_json(with({{"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}, {"momentum", 0.9}}}}}}));
@@ -434,6 +464,30 @@ TEST_CASE("keys accepted but not acted on: listed when set away from the default
   const std::vector<std::string> expected = {"prescale_gradients", "zero_optimization.contiguous_gradients",
                                              "zero_optimization.offload_optimizer", "aio", "wandb"};
   CHECK(ds::Config::from_json(config).keys_not_acted_on() == expected);
+
+  // Every param of Lamb and the 1-bit family set away from its default acts, but cuda_aware (the
+  // engine's group carries the compressed traffic).
+  const json optimizers[] = {
+      {{"type", "Lamb"},
+       {"params", {{"lr", 0.01}, {"betas", {0.8, 0.99}}, {"eps", 1e-6}, {"weight_decay", 0.1}, {"bias_correction", false},
+                   {"max_coeff", 0.5}, {"min_coeff", 0.1}, {"eps_inside_sqrt", true}}}},
+      {{"type", "OneBitLamb"},
+       {"params", {{"lr", 0.01}, {"betas", {0.8, 0.99}}, {"eps", 1e-6}, {"weight_decay", 0.1}, {"max_coeff", 0.5},
+                   {"min_coeff", 0.1}, {"freeze_step", 7}, {"coeff_beta", 0.5}, {"factor_max", 2.0},
+                   {"factor_min", 0.8}, {"factor_threshold", 0.2}, {"comm_backend_name", "mpi"},
+                   {"cuda_aware", true}}}},
+      {{"type", "ZeroOneAdam"},
+       {"params", {{"lr", 0.01}, {"betas", {0.8, 0.99}}, {"eps", 1e-6}, {"weight_decay", 0.1},
+                   {"var_freeze_step", 7}, {"var_update_scaler", 4}, {"local_step_scaler", 8},
+                   {"local_step_clipper", 4}, {"comm_backend_name", "mpi"}, {"cuda_aware", true}}}}};
+  for (const json& optimizer : optimizers) {
+    INFO(optimizer["type"]);
+    const std::vector<std::string> keys = ds::Config::from_json(with({{"optimizer", optimizer}})).keys_not_acted_on();
+    if (optimizer["params"].contains("cuda_aware"))
+      CHECK(keys == std::vector<std::string>{"optimizer.params.cuda_aware"});
+    else
+      CHECK(keys.empty());
+  }
 }
 
 TEST_CASE("Batch sizes: any two derive the third; one alone uses DeepSpeed's rule", "[config]") {
@@ -576,7 +630,8 @@ TEST_CASE("Other DeepSpeed blocks are kept as written without warnings", "[confi
 }
 
 TEST_CASE("to_json is the effective config and reads back to itself", "[config]") {
-  for (const char* name : {"deepspeed_reference.json", "default.json"}) {
+  for (const char* name :
+       {"deepspeed_reference.json", "default.json", "lamb.json", "onebit_lamb.json", "zero_one_adam.json"}) {
     INFO(name);
     ds::Config config = ds::Config::from_file(kConfigs + name);
     json effective = config.to_json();

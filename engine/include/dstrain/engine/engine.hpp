@@ -114,6 +114,8 @@ class EngineCore {
   // The registry that wall_clock_breakdown fills; null when it is off.
   TimerRegistry* breakdown_timers() { return config_.training().wall_clock_breakdown ? &timers_ : nullptr; }
   void broadcast_parameters();
+  // The configured optimizer, its state on `device`, over layout_ and group_.
+  std::unique_ptr<ShardOptimizer> make_optimizer(at::Device device);
   void refresh_model_from_master();
   at::Tensor gather_full(size_t param_index, const at::Tensor& shard);
   double global_grad_norm(const at::Tensor& grads);

@@ -26,6 +26,11 @@
 
 namespace ds {
 
+// DeepSpeed's 1-bit optimizers build a backend of their own from comm_backend_name and cuda_aware;
+// here they communicate over the engine's data-parallel group, so a transport that group is not can
+// only be noted: one warning naming `optimizer` when comm_backend_name differs from the group's.
+void warn_on_transport_mismatch(const OptimizerConfig& config, comm::Backend& group, const char* optimizer);
+
 class OneBitAdamShardOptimizer : public ShardOptimizer {
  public:
   // group: the data-parallel group the momentum is averaged over (the engine's).

@@ -29,6 +29,10 @@ class ShardOptimizer {
   // Named state that is this rank's own and not shard-shaped (OneBitAdam's compression errors): each
   // starts at zero, checkpoints keep it per rank and restore it only into the same world size.
   virtual std::vector<std::pair<std::string, at::Tensor>> local_state() { return {}; }
+  // Named state that is the same on every rank and not shard-shaped (OneBitLamb's per-parameter
+  // coefficients, ZeroOneAdam's sum of learning rates): checkpoints keep rank 0's copy and every rank
+  // restores it at any world size and stage.
+  virtual std::vector<std::pair<std::string, at::Tensor>> replicated_state() { return {}; }
   // Whether step `step` (counting from 1) needs the gradients averaged across the data-parallel
   // group. An optimizer that communicates itself (OneBitAdam after freeze_step) says no, and the
   // engine then hands it this rank's own gradients, sparing the full allreduce.

@@ -18,7 +18,7 @@
 
 namespace ds {
 
-enum class OptimizerType { None, Adam, AdamW, SGD, OneBitAdam };
+enum class OptimizerType { None, Adam, AdamW, SGD, OneBitAdam, Lamb, OneBitLamb, ZeroOneAdam };
 enum class SchedulerType { None, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest };
 enum class OffloadDevice { None, Cpu, Nvme };
 
@@ -52,7 +52,7 @@ struct OptimizerConfig {
   std::array<double, 2> betas{0.9, 0.999};
   double eps = 1e-8;
   double weight_decay = 0.0;
-  // Adam, AdamW, OneBitAdam.
+  // Adam, AdamW, the 1-bit family, Lamb.
   bool bias_correction = true;
   // Adam only: DeepSpeed's Adam decouples weight decay (AdamW) unless this is false. AdamW: always.
   bool adam_w_mode = true;
@@ -61,10 +61,24 @@ struct OptimizerConfig {
   double momentum = 0.0;
   double dampening = 0.0;
   bool nesterov = false;
-  // OneBitAdam.
+  // OneBitAdam, OneBitLamb (freeze_step); those and ZeroOneAdam (cuda_aware, comm_backend_name).
   int64_t freeze_step = 100000;
   bool cuda_aware = false;
   std::string comm_backend_name = "nccl";  // "nccl" or "mpi"
+  // Lamb (FusedLamb), OneBitLamb: the trust ratio ||p|| / ||update|| is clamped to [min_coeff, max_coeff].
+  double max_coeff = 10.0;
+  double min_coeff = 0.01;
+  bool eps_inside_sqrt = false;  // Lamb: sqrt(v + eps) rather than sqrt(v) + eps
+  // OneBitLamb's compression stage: the running lamb coefficient and the bounds of its scaling factor.
+  double coeff_beta = 0.9;
+  double factor_max = 4.0;
+  double factor_min = 0.5;
+  double factor_threshold = 0.1;
+  // ZeroOneAdam (0/1 Adam).
+  int64_t var_freeze_step = 100000;
+  int64_t var_update_scaler = 16;
+  int64_t local_step_scaler = 32678;  // DeepSpeed's default, as written there
+  int64_t local_step_clipper = 16;
   nlohmann::json params = nlohmann::json::object();  // the "params" block as written
 };
 
