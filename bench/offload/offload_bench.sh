@@ -9,12 +9,13 @@
 # overhead   median step seconds in memory vs offloaded with pipelining off / read+write on, and the
 #            median seconds the step waited on I/O (nvme_wait_seconds); RUNS alternations.
 # memcap     the GPT of issue 13 (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
-#            under a cgroup v1 memory limit (CAP_MB, default 1536), in memory and with the
-#            optimizer on NVMe: killed or not, peak usage (memory.max_usage_in_bytes), samples/s.
+#            under cgroup v1 memory limits (CAPS, default "1536 6144" MB), in memory and with the
+#            optimizer on NVMe (pipelining off): killed or not, peak usage
+#            (memory.max_usage_in_bytes), samples/s.
 # Environment: RUNS (default 5), STEPS (default 6; the first step is dropped from medians),
 #   AIO ("block_size queue_depth thread_count", default "1048576 8 1"), SUB_GROUP (elements,
 #   default 1e8), WIDTH/LAYERS of the bandwidth and overhead model (default 1024 x 8: ~100M params),
-#   CAP_MB, MEMCAP_STEPS (default 3).
+#   CAPS, MEMCAP_STEPS (default 3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -27,6 +28,7 @@ read -r block queue threads <<< "${AIO:-1048576 8 1}"
 sub_group=${SUB_GROUP:-100000000}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+ulimit -l unlimited 2>/dev/null || true  # locked swap buffers, as ds_io's
 mkdir -p "$nvme"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 trainer="$build/apps/dstrain/dstrain"
@@ -106,18 +108,21 @@ if [[ " $what " == *" overhead "* ]]; then
 fi
 
 if [[ " $what " == *" memcap "* ]]; then
-  cap_mb=${CAP_MB:-1536}
   cg=/sys/fs/cgroup/memory/dstrain_offload_bench_$$
-  echo "## memory cap: 24 x 1024 GPT (~300M parameters), ZeRO-3, fp32, AdamW, -np 2, cap $cap_mb MB, ${MEMCAP_STEPS:-3} steps"
-  echo "| run | exit | peak MB (cgroup) | samples/s (last step) |"
-  echo "|---|---:|---:|---:|"
+  echo "## memory cap: 24 x 1024 GPT (~300M parameters), ZeRO-3, fp32, AdamW, -np 2, ${MEMCAP_STEPS:-3} steps"
+  echo "| cap MB | run | exit | peak MB (cgroup) | samples/s (last step) |"
+  echo "|---:|---|---:|---:|---:|"
+  for cap_mb in ${CAPS:-1536 6144}; do
   for mode in memory nvme; do
     mkdir "$cg"
     echo $((cap_mb * 1024 * 1024)) > "$cg/memory.limit_in_bytes"
     # No swap to escape to, where the kernel lets us say so.
     echo $((cap_mb * 1024 * 1024)) > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
-    sets="$(model_sets 24 1024) --set zero_optimization.stage=3"
-    [ "$mode" = nvme ] && sets="$sets $(offload_sets true true)"
+    # overlap_comm off: with it the stage-3 reducer keeps a whole fp32 gradient alive through
+    # backward (docs/zero.md), 1.2 GB per rank here.
+    sets="$(model_sets 24 1024) --set zero_optimization.stage=3 --set zero_optimization.overlap_comm=false"
+    # Pipelining off: one sub-group of buffers in memory.
+    [ "$mode" = nvme ] && sets="$sets $(offload_sets false false)"
     set +e
     bash -c "echo \$\$ > $cg/cgroup.procs && exec mpirun --oversubscribe --bind-to none -np 2 $trainer \
       --config $root/configs/default.json $sets --steps ${MEMCAP_STEPS:-3} --metrics $work/cap-$mode.jsonl" \
@@ -125,9 +130,10 @@ if [[ " $what " == *" memcap "* ]]; then
     rc=$?
     set -e
     peak=$(( $(cat "$cg/memory.max_usage_in_bytes") / 1000000 ))
-    sps=$( [ -s "$work/cap-$mode.jsonl" ] && tail -1 "$work/cap-$mode.jsonl" | python3 -c 'import json,sys; print(f"{json.load(sys.stdin)[\"samples_per_sec\"]:.3f}")' || echo "-")
-    echo "| $mode | $rc | $peak | $sps |"
-    [ "$rc" != 0 ] && tail -3 "$work/cap-$mode.log" | sed 's/^/    /'
+    sps=$( [ -s "$work/cap-$mode.jsonl" ] && tail -1 "$work/cap-$mode.jsonl" | python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["samples_per_sec"])' || echo "-")
+    echo "| $cap_mb | $mode | $rc | $peak | $sps |"
+    [ "$rc" != 0 ] && tail -2 "$work/cap-$mode.log" | cut -c1-200 | sed 's/^/    /'
     rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg"; }
+  done
   done
 fi

@@ -93,13 +93,19 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
     const AioConfig& aio = config_.aio();
     options.aio = {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
     swapper_ = std::make_unique<OptimizerSwapper>(std::move(options));
-    // The master shard goes to its file a parameter chunk at a time, never whole in memory.
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const zero::ParamSlot& slot = layout_->slot(i);
-      at::Tensor chunk = at::empty({slot.chunk}, at::kFloat);
-      layout_->copy_rank_chunk(i, params_[i].detach(), chunk);
-      swapper_->write(0, slot.shard_offset, chunk.data_ptr<float>(), slot.chunk);
-    }
+    // The master shard goes to its file a sub-group at a time, never whole in memory: each
+    // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).
+    swapper_->fill(0, [&](int64_t begin, int64_t count, float* dst) {
+      const at::Tensor group = at::from_blob(dst, {count}, at::kFloat);
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const zero::ParamSlot& slot = layout_->slot(i);
+        const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(begin + count, slot.shard_offset + slot.chunk);
+        if (lo >= hi) continue;
+        at::Tensor chunk = at::empty({slot.chunk}, at::kFloat);
+        layout_->copy_rank_chunk(i, params_[i].detach(), chunk);
+        group.narrow(0, lo - begin, hi - lo).copy_(chunk.narrow(0, lo - slot.shard_offset, hi - lo));
+      }
+    });
   } else {
     at::NoGradGuard no_grad;
     master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));

@@ -150,6 +150,16 @@ void OptimizerSwapper::finish_step() {
   wait_writes();
 }
 
+void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64_t, float*)>& produce) {
+  float* buffer = slots_[0][0];
+  for (const SubGroup& g : groups_) {
+    // The padding past the shard's end stays zero, as the files started.
+    std::fill(buffer, buffer + padded(g.numel), 0.0f);
+    produce(g.offset, g.numel, buffer);
+    writer_->sync_pwrite(buffer, padded(g.numel) * sizeof(float), path_of(name), g.offset * sizeof(float));
+  }
+}
+
 void OptimizerSwapper::read(size_t name, int64_t offset, float* dst, int64_t count) {
   if (count > 0) reader_->sync_pread(dst, count * sizeof(float), path_of(name), offset * sizeof(float));
 }

@@ -123,7 +123,9 @@ TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", 
   for (int stage = 1; stage <= 3; ++stage) {
     auto reference = make_engine(stage, {}, nvme);
     const std::vector<double> expected = train(*reference, 0, kSteps);
+    // Every pipelining choice at stage 2; none and both at stages 1 and 3 (the step is the same code).
     for (int pipelining = 0; pipelining < 4; ++pipelining) {
+      if (stage != 2 && (pipelining == 1 || pipelining == 2)) continue;
       Offload offload;
       offload.on = true;
       offload.pipeline_read = pipelining & 1;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,7 +64,7 @@ class OptimizerSwapper {
 
   // Checks nvme_path (exists, writable, O_DIRECT, room for every file), buffer_count (an error
   // naming the count that would work) and creates the files' fresh folder. Every file starts as
-  // zeros; write() sets the initial values.
+  // zeros; fill() sets other initial values.
   explicit OptimizerSwapper(Options options);
   // Waits for transfers still queued and removes the folder.
   ~OptimizerSwapper();
@@ -88,8 +89,11 @@ class OptimizerSwapper {
   // Waits for the writes still queued: after it the files hold the step's result.
   void finish_step();
 
+  // Sets every value of one file, a sub-group at a time: `produce(offset, count, dst)` writes shard
+  // elements [offset, offset + count) into dst (a swap buffer), which then goes out O_DIRECT.
+  void fill(size_t name, const std::function<void(int64_t offset, int64_t count, float* dst)>& produce);
   // Synchronous access to elements [offset, offset + count) of one file, outside a step
-  // (initial values, checkpoints). Any buffer; unaligned pieces go through the page cache.
+  // (checkpoints). Any buffer; unaligned pieces go through the page cache.
   void read(size_t name, int64_t offset, float* dst, int64_t count);
   void write(size_t name, int64_t offset, const float* src, int64_t count);
 
