@@ -48,6 +48,7 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, std
     figures.grad_norm = engine.last_grad_norm();
     figures.train_batch_size = core.train_batch_size();
     figures.bytes = core.model_state_bytes();
+    figures.swap = core.take_swap_stats();
     if (config.training().wall_clock_breakdown) {
       // Rank 0's engine timers, and every stage's time per pipeline instruction.
       figures.breakdown_ms = core.timers().elapsed_all_ms();

@@ -150,6 +150,7 @@ int run_training(const TrainOptions& options) {
     figures.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     figures.train_batch_size = engine->train_batch_size();
     figures.bytes = engine->model_state_bytes();
+    figures.swap = engine->take_swap_stats();
     figures.activation_bytes = activation_bytes;
     if (config.training().wall_clock_breakdown) {
       figures.breakdown_ms = engine->timers().elapsed_all_ms();

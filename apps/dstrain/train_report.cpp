@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -60,7 +61,12 @@ void TrainReport::step(const StepFigures& f) {
                          {"activation_mb", memory[2].item<double>() / 1e6},
                          {"param_bytes", f.bytes.parameters},
                          {"grad_bytes", f.bytes.gradients},
-                         {"optimizer_bytes", f.bytes.optimizer}};
+                         {"optimizer_bytes", f.bytes.optimizer},
+                         {"nvme_read_bytes", f.swap.read_bytes},
+                         {"nvme_write_bytes", f.swap.write_bytes},
+                         {"nvme_read_seconds", f.swap.read_seconds},
+                         {"nvme_write_seconds", f.swap.write_seconds},
+                         {"nvme_wait_seconds", f.swap.wait_seconds}};
   if (f.breakdown_ms) line["breakdown_ms"] = *f.breakdown_ms;
   if (metrics_.is_open()) {
     errno = 0;
@@ -73,13 +79,21 @@ void TrainReport::step(const StepFigures& f) {
   }
   if (interactive_) progress_bar(f.step, steps_, f.loss);
   if (f.step % print_every_ == 0 || f.step == steps_) {
-    char text[256];
+    char text[384];
     std::snprintf(text, sizeof text,
                   "step %lld | loss %.4f | lr %.3e | %.1f samples/s | model state %.1f MB (params %.1f, grads %.1f, "
                   "optim %.1f) | peak rss %.0f MB",
                   static_cast<long long>(f.step), f.loss, f.lr, samples_per_sec, f.bytes.total() / 1e6,
                   f.bytes.parameters / 1e6, f.bytes.gradients / 1e6, f.bytes.optimizer / 1e6, peak_rss_mb);
     if (interactive_) std::printf("\n");
+    if (f.swap.read_bytes + f.swap.write_bytes > 0) {
+      // Bytes over the time from queueing to seeing completion: a floor on the device's rate.
+      const size_t used = std::strlen(text);
+      std::snprintf(text + used, sizeof text - used, " | swap read %.2f GB/s, write %.2f GB/s, waited %.3f s",
+                    f.swap.read_seconds > 0 ? f.swap.read_bytes / f.swap.read_seconds / 1e9 : 0.0,
+                    f.swap.write_seconds > 0 ? f.swap.write_bytes / f.swap.write_seconds / 1e9 : 0.0,
+                    f.swap.wait_seconds);
+    }
     log::info(text);
   }
 }

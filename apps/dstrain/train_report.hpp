@@ -3,6 +3,7 @@
 // terminal, and a log line every steps_per_print steps and at the last. Memory figures are the
 // largest over the ranks (step() is collective): peak RSS (VmHWM), the RSS each rank had before the
 // model existed (the baseline: LibTorch, MPI, the program) and the activation bytes of a forward.
+// The NVMe swap figures are rank 0's (docs/offload.md).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct StepFigures {
   double seconds = 0;  // wall time of the step
   int train_batch_size = 0;
   ModelStateBytes bytes;  // rank 0's
+  SwapStats swap;  // rank 0's NVMe optimizer swap during the step (zeros without offload)
   int64_t activation_bytes = 0;  // this rank's most over the step's forwards (allocated_bytes() rise)
   std::optional<std::map<std::string, double>> breakdown_ms;  // with wall_clock_breakdown
 };

@@ -123,6 +123,23 @@ void append_section(io::ShardWriter& out, ckpt::ShardEntry& entry, const std::st
   }
 }
 
+// Appends element range [0, numel) of the swap file `name` (the master or an optimizer state
+// offloaded to NVMe) as one fp32 section, streamed through one bucket-sized buffer.
+void append_swapped_section(io::ShardWriter& out, ckpt::ShardEntry& entry, const std::string& section,
+                            OptimizerSwapper& swap, size_t name, int64_t numel, int64_t bucket_bytes,
+                            const std::function<void(const at::Tensor&)>& check = {}) {
+  entry.sections.push_back({section, "float32", out.bytes(), numel * static_cast<int64_t>(sizeof(float))});
+  const int64_t per_piece = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  at::Tensor buffer = at::empty({std::min(per_piece, numel)}, at::kFloat);
+  for (int64_t at = 0; at < numel; at += per_piece) {
+    const int64_t count = std::min(per_piece, numel - at);
+    swap.read(name, at, buffer.data_ptr<float>(), count);
+    const at::Tensor piece = buffer.narrow(0, 0, count);
+    if (check) check(piece);
+    out.append(piece.data_ptr(), static_cast<int64_t>(piece.nbytes()));
+  }
+}
+
 // A changed model or optimizer is an error naming what changed, before any state is read.
 void check_compatible(const ckpt::CheckpointIndex& index, const std::string& path, const Config& config,
                       const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
@@ -184,7 +201,8 @@ at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {
 
 std::map<std::string, at::Tensor> EngineCore::consolidated_weights() {
   std::map<std::string, at::Tensor> weights;
-  for (size_t i = 0; i < params_.size(); ++i) weights[names_[i]] = gather_full(i, master_).clone();
+  const at::Tensor master = master_shard();
+  for (size_t i = 0; i < params_.size(); ++i) weights[names_[i]] = gather_full(i, master).clone();
   return weights;
 }
 
@@ -209,12 +227,20 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
       io::ShardWriter out((partial / mine.file).string());
       // Only the partitions' owners write the shard-shaped state: under ZeRO 0 every rank holds the
       // same whole copy, and rank 0 writes it.
-      if (rank < layout_->partitions()) {
-        append_section(out, mine, "master", master_, bucket, [&](const at::Tensor& piece) {
-          if (!piece.isfinite().all().item<bool>())
-            throw Error("refusing to save checkpoint '" + tag + "' at step " + std::to_string(global_steps_) +
-                        ": the fp32 master weights are not finite (the training diverged)").with_path(dir);
-        });
+      const auto finite = [&](const at::Tensor& piece) {
+        if (!piece.isfinite().all().item<bool>())
+          throw Error("refusing to save checkpoint '" + tag + "' at step " + std::to_string(global_steps_) +
+                      ": the fp32 master weights are not finite (the training diverged)").with_path(dir);
+      };
+      if (rank < layout_->partitions() && swapper_) {
+        // Offloaded: the same sections, streamed from the swap files (names()[0] is the master).
+        const std::vector<std::string>& swapped = swapper_->names();
+        for (size_t k = 0; k < swapped.size(); ++k)
+          append_swapped_section(out, mine, k == 0 ? "master" : "optim/" + swapped[k], *swapper_, k,
+                                 layout_->shard_numel(), bucket,
+                                 k == 0 ? std::function<void(const at::Tensor&)>(finite) : nullptr);
+      } else if (rank < layout_->partitions()) {
+        append_section(out, mine, "master", master_, bucket, finite);
         for (auto& [name, tensor] : optimizer_->state()) append_section(out, mine, "optim/" + name, tensor, bucket);
       }
       if (rank == 0)
@@ -335,6 +361,9 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
     }
   }
 
+  // Offloaded state goes into the swap files through one bucket-sized buffer.
+  const int64_t per_piece = checkpoint_bucket_bytes() / static_cast<int64_t>(sizeof(float));
+  at::Tensor piece = swapper_ ? at::empty({per_piece}, at::kFloat) : at::Tensor();
   for (size_t i = 0; i < params_.size(); ++i) {
     const zero::ParamSlot& slot = layout_->slot(i);
     const int64_t begin = std::min<int64_t>(layout_->rank() * slot.chunk, slot.numel);
@@ -344,8 +373,22 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
       shards.read_elements(i, section, begin, count, chunk.data_ptr<float>());
       if (count < slot.chunk) chunk.narrow(0, count, slot.chunk - count).zero_();
     };
-    read("master", master_);
-    for (auto& [name, tensor] : state) read("optim/" + name, tensor);
+    auto read_swapped = [&](const std::string& section, size_t name) {
+      for (int64_t at = 0; at < slot.chunk; at += per_piece) {
+        const int64_t n = std::min(per_piece, slot.chunk - at);
+        const int64_t valid = std::clamp<int64_t>(count - at, 0, n);
+        if (valid > 0) shards.read_elements(i, section, begin + at, valid, piece.data_ptr<float>());
+        if (valid < n) piece.narrow(0, valid, n - valid).zero_();
+        swapper_->write(name, slot.shard_offset + at, piece.data_ptr<float>(), n);
+      }
+    };
+    if (swapper_) {
+      const std::vector<std::string>& swapped = swapper_->names();
+      for (size_t k = 0; k < swapped.size(); ++k) read_swapped(k == 0 ? "master" : "optim/" + swapped[k], k);
+    } else {
+      read("master", master_);
+      for (auto& [name, tensor] : state) read("optim/" + name, tensor);
+    }
   }
   const nlohmann::json& counters = index.counters;
   global_steps_ = counters.at("global_steps").get<int64_t>();

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/host_policy.hpp"
@@ -61,14 +63,63 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   const at::Device device = params_.front().device();
   const int partitions = stage >= 1 ? group_->world_size() : 1;
   layout_ = std::make_unique<zero::ShardLayout>(params_, partitions, stage >= 1 ? group_->rank() : 0);
-  master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
-  {
+  const ZeroConfig& zero = config_.zero_optimization();
+  const bool nvme = zero.offload_optimizer.device == OffloadDevice::Nvme && stage >= 1;
+  if (nvme && !device.is_cpu())
+    throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
+        .with_key("zero_optimization.offload_optimizer.device");
+  using Offload = std::pair<const char*, OffloadDevice>;
+  for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
+                                     Offload{"offload_param", zero.offload_param.device}})
+    if (offload == OffloadDevice::Cpu) {
+      if (device.is_cpu())
+        log::info("zero_optimization.", key, ".device \"cpu\": the model runs on the CPU, so its state already "
+                  "lives in host memory; nothing to move");
+      else
+        log::warn("zero_optimization.", key, ".device \"cpu\" is accepted but not acted on for a model on ",
+                  device.str(), " (docs/offload.md)");
+    }
+  if (nvme && type == OptimizerType::Lamb)
+    throw Error("offload_optimizer.device \"nvme\" steps sub-groups of the shard, which suits Adam, AdamW and SGD; "
+                "Lamb's trust ratio needs each parameter whole")
+        .with_key("zero_optimization.offload_optimizer.device");
+  // Offloaded, the optimizer holds no state of its own: it steps the swapped-in sub-groups.
+  optimizer_ = make_optimizer(device, nvme ? 0 : layout_->shard_numel());
+  if (nvme) {
     at::NoGradGuard no_grad;
+    OptimizerSwapper::Options options;
+    options.nvme_path = zero.offload_optimizer.nvme_path;
+    options.rank = group_->rank();
+    options.names = {"master"};
+    for (const auto& [name, tensor] : optimizer_->state()) options.names.push_back(name);
+    options.shard_numel = layout_->shard_numel();
+    options.sub_group_size = zero.sub_group_size;
+    options.buffer_count = zero.offload_optimizer.buffer_count;
+    options.pipeline_read = zero.offload_optimizer.pipeline_read;
+    options.pipeline_write = zero.offload_optimizer.pipeline_write;
+    const AioConfig& aio = config_.aio();
+    options.aio = {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
+    swapper_ = std::make_unique<OptimizerSwapper>(std::move(options));
+    // The master shard goes to its file a sub-group at a time, never whole in memory: each
+    // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).
+    swapper_->fill(0, [&](int64_t begin, int64_t count, float* dst) {
+      const at::Tensor group = at::from_blob(dst, {count}, at::kFloat);
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const zero::ParamSlot& slot = layout_->slot(i);
+        const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(begin + count, slot.shard_offset + slot.chunk);
+        if (lo >= hi) continue;
+        at::Tensor chunk = at::empty({slot.chunk}, at::kFloat);
+        layout_->copy_rank_chunk(i, params_[i].detach(), chunk);
+        group.narrow(0, lo - begin, hi - lo).copy_(chunk.narrow(0, lo - slot.shard_offset, hi - lo));
+      }
+    });
+  } else {
+    at::NoGradGuard no_grad;
+    master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
     for (size_t i = 0; i < params_.size(); ++i)
       layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
   }
 
-  const ZeroConfig& zero = config_.zero_optimization();
   zero::GradientReducer::TakenFn on_taken;
   if (stage == 3) on_taken = [this](size_t i) { coordinator_->gradient_taken(i); };
   // The reducer first: autograd records each parameter's whole shape when its gradient
@@ -77,7 +128,6 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
                                                      zero.overlap_comm, std::move(on_taken));
   reducer_->set_timers(breakdown_timers());
   if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
-  optimizer_ = make_optimizer(device);
   lr_ = schedule_.lr(0);
 
   log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
@@ -91,7 +141,7 @@ EngineCore::~EngineCore() = default;
 
 // The optimizers that need the group (they communicate) or the layout (per-parameter norms) are
 // built here; the others by make_shard_optimizer.
-std::unique_ptr<ShardOptimizer> EngineCore::make_optimizer(at::Device device) {
+std::unique_ptr<ShardOptimizer> EngineCore::make_optimizer(at::Device device, int64_t state_numel) {
   const OptimizerConfig& config = config_.optimizer();
   switch (config.type) {
     case OptimizerType::OneBitAdam:
@@ -103,7 +153,7 @@ std::unique_ptr<ShardOptimizer> EngineCore::make_optimizer(at::Device device) {
     case OptimizerType::ZeroOneAdam:
       return std::make_unique<ZeroOneAdamShardOptimizer>(config, layout_->shard_numel(), device, *group_);
     default:
-      return make_shard_optimizer(config, layout_->shard_numel(), device);
+      return make_shard_optimizer(config, state_numel, device);
   }
 }
 
@@ -199,47 +249,103 @@ void EngineCore::step() {
   }
   lr_ = schedule_.lr(optimizer_steps_);
   ++optimizer_steps_;
-  optimizer_->step(master_, grads, lr_, optimizer_steps_);
-  refresh_model_from_master();
+  if (swapper_) {
+    step_offloaded(grads);
+  } else {
+    optimizer_->step(master_, grads, lr_, optimizer_steps_);
+    refresh_model_from_master();
+  }
   reducer_->zero_grad_shard();
+}
+
+void EngineCore::step_offloaded(const at::Tensor& grads) {
+  ScopedTimer timer(breakdown_timers(), "step_offloaded");
+  OptimizerSwapper& swap = *swapper_;
+  const float* g = grads.data_ptr<float>();
+  for (int64_t i = 0; i < swap.sub_groups(); ++i) {
+    // state[0] is the master sub-group, state[1..] the optimizer's state (pipeline_read: i + 1 is
+    // being read meanwhile).
+    const OptimizerSwapper::SubGroup& group = swap.swap_in(i);
+    optimizer_->step_range(group.state[0], g + group.offset, group.state.data() + 1, group.numel, lr_,
+                           optimizer_steps_);
+    swap.swap_out(i);  // pipeline_write: written while the next sub-group steps
+    // The buffers stay valid until the slot's next swap_in, so the model takes the new master
+    // values from them while they are written.
+    refresh_model_range(at::from_blob(group.state[0], {group.numel}, at::kFloat), group.offset);
+  }
+  swap.finish_step();
+  finish_refresh();
 }
 
 void EngineCore::refresh_model_from_master() {
   at::NoGradGuard no_grad;
+  if (!swapper_) {
+    refresh_model_range(master_, 0);
+  } else {
+    at::Tensor values = at::empty({swapper_->sub_group_numel()}, at::kFloat);
+    for (int64_t i = 0; i < swapper_->sub_groups(); ++i) {
+      const OptimizerSwapper::SubGroup& group = swapper_->sub_group(i);
+      swapper_->read(0, group.offset, values.data_ptr<float>(), group.numel);
+      refresh_model_range(values.narrow(0, 0, group.numel), group.offset);
+    }
+  }
+  finish_refresh();
+}
+
+void EngineCore::refresh_model_range(const at::Tensor& values, int64_t shard_offset) {
+  at::NoGradGuard no_grad;
   if (coordinator_) {
-    coordinator_->load_shard(master_);
+    coordinator_->load_shard_range(values, shard_offset);
     return;
   }
-  // Stages 0-2 hold every parameter whole. The shards are gathered a bucket of consecutive
-  // parameters at a time (about allgather_bucket_size elements), so the model never sits whole in a
-  // second buffer.
+  // Stages 0-2 hold every parameter whole. The shard range is gathered from every partition about
+  // allgather_bucket_size elements at a time, so the model never sits whole in a second buffer;
+  // each rank's piece of the range then lands in the parameters it belongs to.
   const int partitions = layout_->partitions();
-  const int64_t bucket_numel = config_.zero_optimization().allgather_bucket_size;
+  const int64_t width = std::max<int64_t>(1, config_.zero_optimization().allgather_bucket_size / partitions);
   const auto dtype = params_.front().scalar_type();
-  for (size_t first = 0, last = 0; first < params_.size(); first = last) {
-    int64_t numel = 0;
-    do numel += layout_->slot(last++).chunk * partitions;
-    while (last < params_.size() && numel + layout_->slot(last).chunk * partitions <= bucket_numel);
-    const int64_t begin = layout_->slot(first).shard_offset;
-    const int64_t width = layout_->slot(last - 1).shard_offset + layout_->slot(last - 1).chunk - begin;
-    const at::Tensor mine = master_.narrow(0, begin, width).to(dtype);
-    at::Tensor by_rank = mine.view({1, width});
+  for (int64_t at = 0; at < values.numel(); at += width) {
+    const int64_t begin = shard_offset + at;
+    const int64_t end = begin + std::min(width, values.numel() - at);
+    const at::Tensor mine = values.narrow(0, at, end - begin).to(dtype);
+    at::Tensor by_rank = mine.view({1, end - begin});
     if (partitions > 1) {
-      at::Tensor all = at::empty({partitions * width}, mine.options());
+      at::Tensor all = at::empty({partitions * (end - begin)}, mine.options());
       group_->all_gather_into(all, mine);
-      by_rank = all.view({partitions, width});
+      by_rank = all.view({partitions, end - begin});
     }
-    for (size_t i = first; i < last; ++i) {
+    for (size_t i = 0; i < params_.size(); ++i) {
       const zero::ParamSlot& slot = layout_->slot(i);
-      at::Tensor full = by_rank.narrow(1, slot.shard_offset - begin, slot.chunk).reshape({-1}).narrow(0, 0, slot.numel);
-      params_[i].detach().view({-1}).copy_(full);
+      const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(end, slot.shard_offset + slot.chunk);
+      if (lo >= hi) continue;
+      at::Tensor flat = params_[i].detach().view({-1});
+      for (int p = 0; p < partitions; ++p) {
+        // Partition p's chunk covers elements [p * chunk, (p + 1) * chunk) of the parameter; the
+        // last one ends in padding.
+        const int64_t first = p * slot.chunk + (lo - slot.shard_offset);
+        const int64_t count = std::min(hi - lo, slot.numel - first);
+        if (count > 0) flat.narrow(0, first, count).copy_(by_rank[p].narrow(0, lo - begin, count));
+      }
     }
   }
 }
 
+void EngineCore::finish_refresh() {
+  if (coordinator_) coordinator_->regather_persistent();
+}
+
+at::Tensor EngineCore::master_shard() {
+  if (!swapper_) return master_;
+  at::Tensor master = at::empty({layout_->shard_numel()}, at::kFloat);
+  swapper_->read(0, 0, master.data_ptr<float>(), master.numel());
+  return master;
+}
+
 ModelStateBytes EngineCore::model_state_bytes() const {
   ModelStateBytes bytes;
-  bytes.parameters = master_.nbytes();
+  // Offloaded, the master and optimizer state on NVMe hold no memory; their swap buffers count as
+  // optimizer state.
+  bytes.parameters = master_.defined() ? master_.nbytes() : 0;
   if (coordinator_) {
     bytes.parameters += coordinator_->bytes();
   } else {
@@ -251,6 +357,7 @@ ModelStateBytes EngineCore::model_state_bytes() const {
   for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->local_state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->replicated_state()) bytes.optimizer += state.nbytes();
+  if (swapper_) bytes.optimizer += swapper_->buffer_bytes();
   return bytes;
 }
 

@@ -17,6 +17,11 @@ void check_flat_shards(std::initializer_list<const at::Tensor*> tensors, int64_t
                                 : std::string("an undefined tensor")));
 }
 
+void ShardOptimizer::step_range(float*, const float*, float* const*, int64_t, double, int64_t) const {
+  throw Error("this optimizer cannot step a swapped-in sub-group (offload_optimizer needs Adam, AdamW or SGD)")
+      .with_key("zero_optimization.offload_optimizer.device");
+}
+
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel,
                                                      at::Device device) {
   switch (config.type) {
@@ -40,19 +45,24 @@ AdamShardOptimizer::AdamShardOptimizer(const OptimizerConfig& config, int64_t sh
       exp_avg_sq_(at::zeros({shard_numel}, at::dtype(at::kFloat).device(device))) {}
 
 void AdamShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) {
-  const fused::AdamStep s = step_scalars(lr, step);
   if (params.is_cpu()) {
     check_flat_shards({&params, &grads, &exp_avg_, &exp_avg_sq_}, exp_avg_.numel());
-    fused::adam(params.data_ptr<float>(), grads.data_ptr<float>(), exp_avg_.data_ptr<float>(),
-                exp_avg_sq_.data_ptr<float>(), params.numel(), s);
+    float* state[] = {exp_avg_.data_ptr<float>(), exp_avg_sq_.data_ptr<float>()};
+    step_range(params.data_ptr<float>(), grads.data_ptr<float>(), state, params.numel(), lr, step);
     return;
   }
+  const fused::AdamStep s = step_scalars(lr, step);
   // A device shard (CUDA): the same update as tensor ops.
   at::Tensor grad = grads;
   if (!decoupled_ && s.weight_decay != 0) grad = grads.add(params, s.weight_decay);
   exp_avg_.mul_(s.beta1).add_(grad, 1 - s.beta1);
   exp_avg_sq_.mul_(s.beta2).addcmul_(grad, grad, 1 - s.beta2);
   apply(params, exp_avg_, exp_avg_sq_, lr, step);
+}
+
+void AdamShardOptimizer::step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
+                                    int64_t step) const {
+  fused::adam(params, grads, state[0], state[1], n, step_scalars(lr, step));
 }
 
 void AdamShardOptimizer::apply(const at::Tensor& params, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
@@ -94,15 +104,8 @@ SgdShardOptimizer::SgdShardOptimizer(const OptimizerConfig& config, int64_t shar
 void SgdShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) {
   if (params.is_cpu()) {
     check_flat_shards({&params, &grads, &momentum_buffer_}, momentum_buffer_.numel());
-    fused::SgdStep s;
-    s.lr = lr;
-    s.momentum = config_.momentum;
-    s.dampening = config_.dampening;
-    s.weight_decay = config_.weight_decay;
-    s.nesterov = config_.nesterov;
-    s.first = step == 1;
-    fused::sgd(params.data_ptr<float>(), grads.data_ptr<float>(), momentum_buffer_.data_ptr<float>(), params.numel(),
-               s);
+    float* state[] = {momentum_buffer_.data_ptr<float>()};
+    step_range(params.data_ptr<float>(), grads.data_ptr<float>(), state, params.numel(), lr, step);
     return;
   }
   // A device shard (CUDA): the same update as tensor ops.
@@ -115,6 +118,18 @@ void SgdShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads, 
     grad = config_.nesterov ? grad.add(momentum_buffer_, config_.momentum) : momentum_buffer_;
   }
   params.add_(grad, -lr);
+}
+
+void SgdShardOptimizer::step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
+                                   int64_t step) const {
+  fused::SgdStep s;
+  s.lr = lr;
+  s.momentum = config_.momentum;
+  s.dampening = config_.dampening;
+  s.weight_decay = config_.weight_decay;
+  s.nesterov = config_.nesterov;
+  s.first = step == 1;
+  fused::sgd(params, grads, state[0], n, s);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> SgdShardOptimizer::state() {

@@ -13,6 +13,7 @@
 
 #include "dstrain/io/aio_handle.hpp"
 #include "dstrain/io/swap_folder.hpp"
+#include "dstrain/io/swap_preflight.hpp"
 
 #include "dstrain/pipe/executor.hpp"
 #include "dstrain/pipe/grid.hpp"

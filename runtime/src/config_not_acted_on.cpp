@@ -19,7 +19,13 @@ enum class When {
 struct Row {
   const char* path;  // dotted, as written in a config
   When when;
+  // Acted on, so silent, when this other key has this (string) value; null: never.
+  const char* unless_path = nullptr;
+  const char* unless_value = nullptr;
 };
+
+// The keys that act only when the optimizer state is swapped to NVMe.
+constexpr const char* kOptimizerDevice = "zero_optimization.offload_optimizer.device";
 
 const Row kNotActedOn[] = {
     // Top level.
@@ -54,9 +60,19 @@ const Row kNotActedOn[] = {
     {"zero_optimization.allgather_partitions", When::Changed},
     {"zero_optimization.load_from_fp32_weights", When::Changed},
     {"zero_optimization.elastic_checkpoint", When::Changed},
-    {"zero_optimization.offload_param", When::Changed},
-    {"zero_optimization.offload_optimizer", When::Changed},
-    {"zero_optimization.sub_group_size", When::Changed},
+    // Parameters stay in memory; "cpu" is acted on (the engine says they are in host memory).
+    {"zero_optimization.offload_param", When::Changed, "zero_optimization.offload_param.device", "cpu"},
+    {"zero_optimization.offload_optimizer.nvme_path", When::Changed, kOptimizerDevice, "nvme"},
+    {"zero_optimization.offload_optimizer.buffer_count", When::Changed, kOptimizerDevice, "nvme"},
+    {"zero_optimization.offload_optimizer.pipeline_read", When::Changed, kOptimizerDevice, "nvme"},
+    {"zero_optimization.offload_optimizer.pipeline_write", When::Changed, kOptimizerDevice, "nvme"},
+    {"zero_optimization.offload_optimizer.pin_memory", When::Changed},  // swap buffers are always locked
+    {"zero_optimization.offload_optimizer.fast_init", When::Changed},
+    {"zero_optimization.offload_optimizer.ratio", When::Changed},
+    {"zero_optimization.offload_optimizer.super_offload", When::Changed},
+    {"zero_optimization.offload_optimizer.convert_grad_on_cpu", When::Changed},
+    {"zero_optimization.offload_optimizer.cpuadam_cores_perc", When::Changed},
+    {"zero_optimization.sub_group_size", When::Changed, kOptimizerDevice, "nvme"},
     {"zero_optimization.stage3_model_persistence_threshold", When::Changed},
     {"zero_optimization.stage3_gather_16bit_weights_on_model_save", When::Changed},
     {"zero_optimization.stage3_module_granularity_threshold", When::Changed},
@@ -83,8 +99,9 @@ const Row kNotActedOn[] = {
     {"zero_optimization.zeropp_loco_param", When::Changed},
     {"zero_optimization.zenflow", When::Changed},
     {"zero_optimization.leaf_module", When::Changed},
-    // NVMe parameters: nothing is offloaded yet.
-    {"aio", When::Changed},
+    // The swap handles of offload_optimizer take the aio block.
+    {"aio", When::Changed, kOptimizerDevice, "nvme"},
+    {"aio.use_gds", When::Changed},
     // Pipeline.
     {"pipeline.seed_layers", When::Changed},
     {"pipeline.pipe_partitioned", When::Changed},
@@ -155,6 +172,9 @@ std::vector<std::string> Config::keys_not_acted_on() const {
   for (const Row& row : kNotActedOn) {
     const auto pointer = pointer_of(row.path);
     if (!effective.contains(pointer)) continue;
+    if (row.unless_path && effective.contains(pointer_of(row.unless_path)) &&
+        effective.at(pointer_of(row.unless_path)) == row.unless_value)
+      continue;
     const json& value = effective.at(pointer);
     bool set = false;
     switch (row.when) {

@@ -461,8 +461,10 @@ TEST_CASE("keys accepted but not acted on: listed when set away from the default
                          {"activation_checkpointing", {{"partition_activations", true}}},  // acted on
                          {"wandb", {{"enabled", true}}},
                          {"tensorboard", {{"enabled", false}}}});
-  const std::vector<std::string> expected = {"prescale_gradients", "zero_optimization.contiguous_gradients",
-                                             "zero_optimization.offload_optimizer", "aio", "wandb"};
+  // offload_optimizer.device "cpu" acts (the engine says the state is already in host memory); the
+  // aio block acts only for NVMe.
+  const std::vector<std::string> expected = {"prescale_gradients", "zero_optimization.contiguous_gradients", "aio",
+                                             "wandb"};
   CHECK(ds::Config::from_json(config).keys_not_acted_on() == expected);
 
   // Every param of Lamb and the 1-bit family set away from its default acts, but cuda_aware (the
@@ -488,6 +490,33 @@ TEST_CASE("keys accepted but not acted on: listed when set away from the default
     else
       CHECK(keys.empty());
   }
+}
+
+TEST_CASE("keys not acted on: the NVMe optimizer offload makes its keys, sub_group_size and aio act", "[config]") {
+  const json offload = {{"device", "nvme"}, {"nvme_path", "/nvme"}, {"buffer_count", 9}, {"pipeline_read", true},
+                        {"pipeline_write", true}, {"pin_memory", true}, {"fast_init", true}};
+  const json config = with({{"zero_optimization", {{"stage", 2}, {"sub_group_size", 1000}, {"offload_optimizer", offload}}},
+                            {"aio", {{"block_size", 4096}, {"queue_depth", 4}, {"use_gds", true}}}});
+  const std::vector<std::string> expected = {"zero_optimization.offload_optimizer.pin_memory",
+                                             "zero_optimization.offload_optimizer.fast_init", "aio.use_gds"};
+  CHECK(ds::Config::from_json(config).keys_not_acted_on() == expected);
+  // The same keys without NVMe do nothing and say so; parameter offload to NVMe is not built.
+  json cpu = offload;
+  cpu["device"] = "cpu";
+  const json off = with({{"zero_optimization", {{"stage", 3}, {"sub_group_size", 1000}, {"offload_optimizer", cpu},
+                                                {"offload_param", {{"device", "nvme"}, {"nvme_path", "/nvme"}}}}},
+                         {"aio", {{"block_size", 4096}}}});
+  const std::vector<std::string> expected_off = {
+      "zero_optimization.offload_param",
+      "zero_optimization.offload_optimizer.nvme_path",
+      "zero_optimization.offload_optimizer.buffer_count",
+      "zero_optimization.offload_optimizer.pipeline_read",
+      "zero_optimization.offload_optimizer.pipeline_write",
+      "zero_optimization.offload_optimizer.pin_memory",
+      "zero_optimization.offload_optimizer.fast_init",
+      "zero_optimization.sub_group_size",
+      "aio"};
+  CHECK(ds::Config::from_json(off).keys_not_acted_on() == expected_off);
 }
 
 TEST_CASE("Batch sizes: any two derive the third; one alone uses DeepSpeed's rule", "[config]") {

@@ -245,9 +245,13 @@ void ParameterCoordinator::release_acquired_all() {
   for (size_t i = 0; i < params_.size(); ++i) release(i);
 }
 
-void ParameterCoordinator::load_shard(const at::Tensor& master_shard) {
+void ParameterCoordinator::load_shard_range(const at::Tensor& values, int64_t shard_offset) {
   at::NoGradGuard no_grad;
-  model_shard_.copy_(master_shard);
+  model_shard_.narrow(0, shard_offset, values.numel()).copy_(values);
+}
+
+void ParameterCoordinator::regather_persistent() {
+  at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].persistent) continue;
     post_gather(i);

@@ -14,7 +14,8 @@
 //   step      at the boundary: unscale and overflow check (fp16), global-norm clipping, the
 //             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr, and the
 //             model weights are refreshed from it (copied at stage 0, all-gathered at 1-2, kept as
-//             shards at 3).
+//             shards at 3). With offload_optimizer on NVMe the master and optimizer state live
+//             in swap files and the update runs sub-group by sub-group (step_offloaded).
 // Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
 #pragma once
 
@@ -31,6 +32,7 @@
 #include "dstrain/engine/loss_scaler.hpp"
 #include "dstrain/engine/lr_schedule.hpp"
 #include "dstrain/engine/optimizer.hpp"
+#include "dstrain/engine/optimizer_swapper.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/timers.hpp"
 #include "dstrain/zero/gradient_reducer.hpp"
@@ -80,6 +82,9 @@ class EngineCore {
   comm::Backend& dp_group() const { return *group_; }
   TimerRegistry& timers() { return timers_; }
   ModelStateBytes model_state_bytes() const;
+  // NVMe offload of the optimizer state: the swap I/O since the last call (zeros without offload).
+  SwapStats take_swap_stats() { return swapper_ ? swapper_->take_stats() : SwapStats{}; }
+  const OptimizerSwapper* optimizer_swapper() const { return swapper_.get(); }
   zero::ParamStatus param_status(const at::Tensor& param) const;
   // Stage 3's parameter coordinator (null below stage 3), e.g. for zero::GatheredParameters.
   zero::ParameterCoordinator* parameter_coordinator() const { return coordinator_.get(); }
@@ -114,9 +119,19 @@ class EngineCore {
   // The registry that wall_clock_breakdown fills; null when it is off.
   TimerRegistry* breakdown_timers() { return config_.training().wall_clock_breakdown ? &timers_ : nullptr; }
   void broadcast_parameters();
-  // The configured optimizer, its state on `device`, over layout_ and group_.
-  std::unique_ptr<ShardOptimizer> make_optimizer(at::Device device);
+  // The configured optimizer, its state on `device`, over layout_ and group_; Adam's and SGD's
+  // state holds state_numel elements (0 when it lives in swap files).
+  std::unique_ptr<ShardOptimizer> make_optimizer(at::Device device, int64_t state_numel);
+  // The optimizer update on NVMe-resident state: for each sub-group, swap in, fused kernel, swap out.
+  void step_offloaded(const at::Tensor& grads);
+  // Refreshes the model's working copy from the whole master shard (in memory or swapped).
   void refresh_model_from_master();
+  // Takes the new master values of shard elements [shard_offset, + values.numel()) into the model
+  // (gathered across the partitions at stages 1-2); finish_refresh() once all were taken.
+  void refresh_model_range(const at::Tensor& values, int64_t shard_offset);
+  void finish_refresh();
+  // The fp32 master shard: master_, or a copy read from the swap file.
+  at::Tensor master_shard();
   at::Tensor gather_full(size_t param_index, const at::Tensor& shard);
   double global_grad_norm(const at::Tensor& grads);
   bool any_overflow(const at::Tensor& grads);
@@ -128,7 +143,8 @@ class EngineCore {
   std::vector<at::Tensor> params_;
   std::vector<std::vector<int64_t>> shapes_;  // whole shapes (stage 3 tensors hold none between uses)
   std::unique_ptr<zero::ShardLayout> layout_;
-  at::Tensor master_;  // fp32, this rank's shard
+  at::Tensor master_;  // fp32, this rank's shard; undefined when swapper_ holds it
+  std::unique_ptr<OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
   std::unique_ptr<zero::ParameterCoordinator> coordinator_;
   std::unique_ptr<zero::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;

@@ -24,7 +24,12 @@ class ShardOptimizer {
   virtual ~ShardOptimizer() = default;
   // One update of `params` in place; `step` counts from 1 (Adam's bias correction).
   virtual void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) = 0;
-  // Named state tensors, each shaped like the shard.
+  // The same update on `n` elements of fp32 CPU memory whose state the caller holds (a sub-group
+  // swapped in from NVMe): state[k] holds the values of state()[k]. Element i touches only index i,
+  // so any split of a shard into ranges gives the whole-shard result bit for bit.
+  virtual void step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
+                          int64_t step) const;
+  // Named state tensors, each shaped like the shard (empty when the state is offloaded).
   virtual std::vector<std::pair<std::string, at::Tensor>> state() = 0;
   // Named state that is this rank's own and not shard-shaped (OneBitAdam's compression errors): each
   // starts at zero, checkpoints keep it per rank and restore it only into the same world size.
@@ -55,6 +60,8 @@ class AdamShardOptimizer : public ShardOptimizer {
  public:
   AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device, bool decoupled);
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
+  void step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
+                  int64_t step) const override;
   std::vector<std::pair<std::string, at::Tensor>> state() override;
   // Adam's update with the given first and second moments, shared with OneBitAdam.
   void apply(const at::Tensor& params, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr,
@@ -76,6 +83,8 @@ class SgdShardOptimizer : public ShardOptimizer {
  public:
   SgdShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device);
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
+  void step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
+                  int64_t step) const override;
   std::vector<std::pair<std::string, at::Tensor>> state() override;
 
  private:

@@ -60,8 +60,11 @@ class ParameterCoordinator : public ModuleHooks {
   void begin_forward();
   // Start of an engine backward.
   void begin_backward() { in_backward_ = true; }
-  // After an optimizer step: takes the new master shard and refreshes the whole (persistent) ones.
-  void load_shard(const at::Tensor& master_shard);
+  // After an optimizer step, piece by piece: takes the new fp32 master values of shard elements
+  // [shard_offset, shard_offset + values.numel()) (a bucket, or an offloaded sub-group).
+  void load_shard_range(const at::Tensor& values, int64_t shard_offset);
+  // Once the whole shard is loaded: gathers the persistent parameters whole again.
+  void regather_persistent();
   // Called when parameter i's gradient has been taken: it is no longer needed whole.
   void gradient_taken(size_t param_index);
   // End of backward (or of an evaluation forward): release everything not persistent.

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# ZeRO-Infinity optimizer offload (docs/offload.md): three measurements with the trainer.
+#   Usage: bench/offload/offload_bench.sh [BUILD_DIR] [NVME_FOLDER] [what...]
+#   what: bandwidth | overhead | memcap (default: all three)
+#
+# bandwidth  swap GB/s inside the step (pipelining off, so each transfer's queue-to-completion
+#            time is the transfer itself) against ds_io at the same aio settings, same folder,
+#            moving one swap_in's bytes (3 shards x one sub-group) as one request; RUNS alternations.
+# overhead   median step seconds in memory vs offloaded with pipelining off / read+write on, and the
+#            median seconds the step waited on I/O (nvme_wait_seconds); RUNS alternations.
+# memcap     the GPT of issue 13 (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
+#            under cgroup v1 memory limits (CAPS, default "1536 6144" MB), in memory and with the
+#            optimizer on NVMe (pipelining off): killed or not, peak usage
+#            (memory.max_usage_in_bytes), samples/s.
+# Environment: RUNS (default 5), STEPS (default 6; the first step is dropped from medians),
+#   AIO ("block_size queue_depth thread_count", default "1048576 8 1"), SUB_GROUP (elements,
+#   default 1e8), WIDTH/LAYERS of the bandwidth and overhead model (default 1024 x 8: ~100M params),
+#   CAPS, MEMCAP_STEPS (default 3).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+nvme=${2:-$build/offload_bench_nvme}
+shift $(( $# > 2 ? 2 : $# ))
+what=${*:-bandwidth overhead memcap}
+runs=${RUNS:-5}
+steps=${STEPS:-6}
+read -r block queue threads <<< "${AIO:-1048576 8 1}"
+sub_group=${SUB_GROUP:-100000000}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+ulimit -l unlimited 2>/dev/null || true  # locked swap buffers, as ds_io's
+mkdir -p "$nvme"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+trainer="$build/apps/dstrain/dstrain"
+
+model_sets() {  # layers width
+  echo --set dstrain.model.n_layer=$1 --set dstrain.model.n_embd=$2 --set dstrain.model.n_head=8 \
+       --set dstrain.model.block_size=64 --set dstrain.model.vocab_size=256 \
+       --set train_micro_batch_size_per_gpu=1 --set gradient_accumulation_steps=1 \
+       --set zero_optimization.reduce_bucket_size=$(($2 * $2)) \
+       --set zero_optimization.stage3_prefetch_bucket_size=$(($2 * $2 * 9 / 10)) \
+       --set zero_optimization.stage3_param_persistence_threshold=$(($2 * 10)) \
+       --set steps_per_print=1000
+}
+offload_sets() {  # pipeline_read pipeline_write
+  echo --set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme \
+       --set zero_optimization.offload_optimizer.pipeline_read=$1 --set zero_optimization.offload_optimizer.pipeline_write=$2 \
+       --set zero_optimization.offload_optimizer.buffer_count=9 --set zero_optimization.sub_group_size=$sub_group \
+       --set aio.block_size=$block --set aio.queue_depth=$queue --set aio.intra_op_parallelism=$threads
+}
+# Median over the runs' metrics files of a per-run value (the median over steps 2.. of FIELD, or
+# bytes/seconds of a pair of fields).
+median() {  # expr files...
+  python3 - "$@" <<'PY'
+import json, statistics, sys
+expr, files = sys.argv[1], sys.argv[2:]
+per_run = []
+for f in files:
+    lines = [json.loads(l) for l in open(f)][1:]
+    per_run.append(statistics.median(eval(expr, {}, {"m": m}) for m in lines))
+print(f"{statistics.median(per_run):.4f}")
+PY
+}
+
+layers=${LAYERS:-8}
+width=${WIDTH:-1024}
+if [[ " $what " == *" bandwidth "* ]]; then
+  echo "## bandwidth: $layers x $width GPT, ZeRO-1, -np 1, aio block $block qd $queue threads $threads, sub_group_size $sub_group"
+  for r in $(seq "$runs"); do
+    "$trainer" --config "$root/configs/default.json" $(model_sets "$layers" "$width") --set zero_optimization.stage=1 \
+      $(offload_sets false false) --steps "$steps" --metrics "$work/bw$r.jsonl" > "$work/bw$r.log" 2>&1
+    group_bytes=$(grep -o 'sub-group(s) of [0-9]*' "$work/bw$r.log" | awk '{print $3 * 4 * 3}')
+    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --block_size "$block" --queue_depth "$queue" \
+      --io_parallel "$threads" --handle --loops 3 > "$work/dsw$r.txt"
+    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --block_size "$block" --queue_depth "$queue" \
+      --io_parallel "$threads" --handle --loops 3 --read > "$work/dsr$r.txt"
+    rm -f "$nvme"/ds_io_*.dat
+  done
+  swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "$work"/bw*.jsonl)
+  swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "$work"/bw*.jsonl)
+  ds_r=$(grep -h '^aggregate read' "$work"/dsr*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  ds_w=$(grep -h '^aggregate write' "$work"/dsw*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "request bytes (one swap_in): $group_bytes"
+  echo "| op | swap in step GB/s | ds_io GB/s | ratio |"
+  echo "|---|---:|---:|---:|"
+  echo "| read | $swap_r | $ds_r | $(python3 -c "print(f'{$swap_r / $ds_r:.3f}')") |"
+  echo "| write | $swap_w | $ds_w | $(python3 -c "print(f'{$swap_w / $ds_w:.3f}')") |"
+fi
+
+if [[ " $what " == *" overhead "* ]]; then
+  echo "## overhead: $layers x $width GPT, ZeRO-2, -np 2, medians of $runs alternated runs (steps 2-$steps)"
+  modes=("memory" "nvme:false:false" "nvme:true:true")
+  for r in $(seq "$runs"); do
+    for mode in "${modes[@]}"; do
+      sets=$(model_sets "$layers" "$width")
+      [[ $mode == nvme:* ]] && IFS=: read -r _ pr pw <<< "$mode" && sets="$sets $(offload_sets "$pr" "$pw")"
+      mpirun --oversubscribe --bind-to none -np 2 "$trainer" --config "$root/configs/default.json" $sets \
+        --set zero_optimization.stage=2 --steps "$steps" --metrics "$work/ov-${mode//:/_}-$r.jsonl" > /dev/null 2>&1
+    done
+  done
+  echo "| run | step s | nvme_wait_seconds | read GB | write GB |"
+  echo "|---|---:|---:|---:|---:|"
+  for mode in "${modes[@]}"; do
+    files=("$work"/ov-${mode//:/_}-*.jsonl)
+    echo "| $mode | $(median '1 / m["samples_per_sec"] * 2' "${files[@]}") | $(median 'm["nvme_wait_seconds"]' "${files[@]}") |" \
+         "$(median 'm["nvme_read_bytes"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / 1e9' "${files[@]}") |"
+  done
+fi
+
+if [[ " $what " == *" memcap "* ]]; then
+  cg=/sys/fs/cgroup/memory/dstrain_offload_bench_$$
+  echo "## memory cap: 24 x 1024 GPT (~300M parameters), ZeRO-3, fp32, AdamW, -np 2, ${MEMCAP_STEPS:-3} steps"
+  echo "| cap MB | run | exit | peak MB (cgroup) | samples/s (last step) |"
+  echo "|---:|---|---:|---:|---:|"
+  for cap_mb in ${CAPS:-1536 6144}; do
+  for mode in memory nvme; do
+    mkdir "$cg"
+    echo $((cap_mb * 1024 * 1024)) > "$cg/memory.limit_in_bytes"
+    # No swap to escape to, where the kernel lets us say so.
+    echo $((cap_mb * 1024 * 1024)) > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
+    # overlap_comm off: with it the stage-3 reducer keeps a whole fp32 gradient alive through
+    # backward (docs/zero.md), 1.2 GB per rank here.
+    sets="$(model_sets 24 1024) --set zero_optimization.stage=3 --set zero_optimization.overlap_comm=false"
+    # Pipelining off: one sub-group of buffers in memory.
+    [ "$mode" = nvme ] && sets="$sets $(offload_sets false false)"
+    set +e
+    bash -c "echo \$\$ > $cg/cgroup.procs && exec mpirun --oversubscribe --bind-to none -np 2 $trainer \
+      --config $root/configs/default.json $sets --steps ${MEMCAP_STEPS:-3} --metrics $work/cap-$mode.jsonl" \
+      > "$work/cap-$mode.log" 2>&1
+    rc=$?
+    set -e
+    peak=$(( $(cat "$cg/memory.max_usage_in_bytes") / 1000000 ))
+    sps=$( [ -s "$work/cap-$mode.jsonl" ] && tail -1 "$work/cap-$mode.jsonl" | python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["samples_per_sec"])' || echo "-")
+    echo "| $cap_mb | $mode | $rc | $peak | $sps |"
+    [ "$rc" != 0 ] && tail -2 "$work/cap-$mode.log" | cut -c1-200 | sed 's/^/    /'
+    rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg"; }
+  done
+  done
+fi

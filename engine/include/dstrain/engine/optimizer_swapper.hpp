@@ -1,0 +1,124 @@
+// ds::OptimizerSwapper: ZeRO-Infinity's optimizer state on NVMe (offload_optimizer.device "nvme").
+//
+// This rank's fp32 master shard and each optimizer state shard (Adam's exp_avg and exp_avg_sq,
+// SGD's momentum_buffer) live in one file each, <folder>/<name>.swp, under a fresh folder in
+// nvme_path. The shard is cut into sub-groups of sub_group_size elements (rounded up to 1024, so
+// that every transfer is 4096-aligned and goes O_DIRECT); sub-group i is the same byte range of
+// every file. The optimizer step visits them in order:
+//
+//   for (int64_t i = 0; i < swapper.sub_groups(); ++i) {
+//     const OptimizerSwapper::SubGroup& g = swapper.swap_in(i);  // g.state[k]: names[k]'s values
+//     ...fused kernel on g.state, g.numel elements at shard offset g.offset...
+//     swapper.swap_out(i);
+//   }
+//   swapper.finish_step();
+//
+// pipeline_read reads sub-group i+1 while i is stepped; pipeline_write writes i-1 back while i is
+// stepped. Buffers: names.size() locked buffers per sub-group in memory at once, that is one
+// sub-group without pipelining, two with one of them, three with both; buffer_count must cover it.
+// Reads and writes go through two io_uring handles (the aio block's settings) so a wait for the
+// next reads never waits for the previous writes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dstrain/io/aio_settings.hpp"
+#include "dstrain/io/locked_buffers.hpp"
+#include "dstrain/io/raw_aio_handle.hpp"
+
+namespace ds {
+
+// The swapper's I/O since the last take_stats(): bytes moved, the seconds from queueing each
+// sub-group's transfers to seeing them complete, and the seconds the caller was blocked waiting.
+struct SwapStats {
+  int64_t read_bytes = 0;
+  int64_t write_bytes = 0;
+  double read_seconds = 0;
+  double write_seconds = 0;
+  double wait_seconds = 0;
+};
+
+class OptimizerSwapper {
+ public:
+  struct Options {
+    std::string nvme_path;           // the folder is created in it (offload_optimizer.nvme_path)
+    int rank = 0;                    // names the folder
+    std::vector<std::string> names;  // the swapped shards, e.g. {"master", "exp_avg", "exp_avg_sq"}
+    int64_t shard_numel = 0;
+    int64_t sub_group_size = 0;      // elements; 0 or more than the shard: one sub-group
+    int buffer_count = 0;            // offload_optimizer.buffer_count
+    bool pipeline_read = false;
+    bool pipeline_write = false;
+    io::AioSettings aio;
+  };
+
+  struct SubGroup {
+    int64_t offset = 0;  // first shard element
+    int64_t numel = 0;
+    std::vector<float*> state;  // one buffer per name, numel valid elements each
+  };
+
+  // Checks nvme_path (exists, writable, O_DIRECT, room for every file), buffer_count (an error
+  // naming the count that would work) and creates the files' fresh folder. Every file starts as
+  // zeros; fill() sets other initial values.
+  explicit OptimizerSwapper(Options options);
+  // Waits for transfers still queued and removes the folder.
+  ~OptimizerSwapper();
+  OptimizerSwapper(const OptimizerSwapper&) = delete;
+  OptimizerSwapper& operator=(const OptimizerSwapper&) = delete;
+
+  int64_t sub_groups() const { return static_cast<int64_t>(groups_.size()); }
+  int64_t sub_group_numel() const { return group_numel_; }  // the largest
+  const SubGroup& sub_group(int64_t i) const { return groups_.at(i); }
+  const std::vector<std::string>& names() const { return options_.names; }
+  const std::string& folder() const { return folder_; }
+  std::string path_of(size_t name) const;
+  // Bytes of locked buffers held, and bytes of swap files on disk.
+  int64_t buffer_bytes() const;
+  int64_t file_bytes() const;
+
+  // Sub-group i's state in memory: waits for its reads (queued ahead under pipeline_read), then
+  // queues the reads of i + 1 when pipelining. Sub-groups go in order 0, 1, ...
+  const SubGroup& swap_in(int64_t i);
+  // Queues sub-group i's writes; without pipeline_write, waits for them.
+  void swap_out(int64_t i);
+  // Waits for the writes still queued: after it the files hold the step's result.
+  void finish_step();
+
+  // Sets every value of one file, a sub-group at a time: `produce(offset, count, dst)` writes shard
+  // elements [offset, offset + count) into dst (a swap buffer), which then goes out O_DIRECT.
+  void fill(size_t name, const std::function<void(int64_t offset, int64_t count, float* dst)>& produce);
+  // Synchronous access to elements [offset, offset + count) of one file, outside a step
+  // (checkpoints). Any buffer; unaligned pieces go through the page cache.
+  void read(size_t name, int64_t offset, float* dst, int64_t count);
+  void write(size_t name, int64_t offset, const float* src, int64_t count);
+
+  // The I/O since the last call, then starts counting again.
+  SwapStats take_stats();
+
+ private:
+  int64_t padded(int64_t numel) const;
+  void queue_reads(int64_t i);
+  void wait_reads();
+  void wait_writes();
+
+  Options options_;
+  std::string folder_;
+  int64_t group_numel_ = 0;
+  std::vector<SubGroup> groups_;  // offsets and sizes, each with its slot's buffers
+  io::LockedBuffers buffers_;     // before the handles: their destructors wait for I/O into these
+  std::vector<std::vector<float*>> slots_;  // sub-group i uses slot i % slots_.size()
+  std::unique_ptr<io::RawAioHandle> reader_;
+  std::unique_ptr<io::RawAioHandle> writer_;
+  int64_t reading_ = -1;  // the sub-group whose reads are queued, -1 for none
+  int64_t writing_ = -1;  // the sub-group whose writes are queued, -1 for none
+  double read_queued_at_ = 0;
+  double write_queued_at_ = 0;
+  SwapStats stats_;
+};
+
+}  // namespace ds

@@ -1,0 +1,177 @@
+#include "dstrain/engine/optimizer_swapper.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "dstrain/io/swap_preflight.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+
+namespace ds {
+namespace {
+
+constexpr int64_t kAlignElements = io::kDirectIoAlignment / sizeof(float);
+constexpr const char* kKey = "zero_optimization.offload_optimizer";
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options)) {
+  const int64_t numel = options_.shard_numel;
+  const int64_t size = options_.sub_group_size;
+  group_numel_ = round_up(std::max<int64_t>(1, size <= 0 || size > numel ? numel : size), kAlignElements);
+  for (int64_t offset = 0; offset < numel; offset += group_numel_)
+    groups_.push_back({offset, std::min(group_numel_, numel - offset), {}});
+
+  const int slots = 1 + (options_.pipeline_read ? 1 : 0) + (options_.pipeline_write ? 1 : 0);
+  const int needed = slots * static_cast<int>(options_.names.size());
+  if (options_.buffer_count < needed)
+    throw Error("buffer_count is " + std::to_string(options_.buffer_count) + ", but swapping " +
+                std::to_string(options_.names.size()) + " optimizer shards" +
+                (slots > 1 ? " with pipeline_read/pipeline_write (" + std::to_string(slots) + " sub-groups in memory)" : "") +
+                " needs " + std::to_string(needed) + ": set buffer_count to " + std::to_string(needed) + " or more")
+        .with_key(std::string(kKey) + ".buffer_count");
+
+  folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-optimizer-rank" + std::to_string(options_.rank),
+                                 std::string(kKey) + ".nvme_path", file_bytes());
+  try {
+    for (int s = 0; s < slots; ++s) {
+      std::vector<float*> buffers;
+      for (size_t k = 0; k < options_.names.size(); ++k)
+        buffers.push_back(static_cast<float*>(buffers_.allocate(group_numel_ * sizeof(float))));
+      slots_.push_back(std::move(buffers));
+    }
+    for (size_t i = 0; i < groups_.size(); ++i) groups_[i].state = slots_[i % slots_.size()];
+    reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
+    writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
+    // Every file written whole once, from a zeroed buffer: the space is taken now, and the files
+    // hold the optimizer's initial zeros.
+    for (size_t k = 0; k < options_.names.size(); ++k)
+      for (const SubGroup& g : groups_) writer_->async_pwrite(slots_[0][0], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
+    writer_->wait();
+  } catch (...) {
+    writer_.reset();
+    reader_.reset();
+    remove_tree(folder_);
+    throw;
+  }
+  log::info("offload_optimizer: ", options_.names.size(), " shards of ", numel, " fp32 elements on NVMe in ", folder_,
+            ", ", groups_.size(), " sub-group(s) of ", group_numel_, ", ", slots, " in memory (",
+            buffer_bytes() / 1e6, " MB locked), pipeline_read ", options_.pipeline_read ? "on" : "off",
+            ", pipeline_write ", options_.pipeline_write ? "on" : "off");
+}
+
+OptimizerSwapper::~OptimizerSwapper() {
+  // The handles' destructors wait for queued I/O (and log its errors) before the files go.
+  writer_.reset();
+  reader_.reset();
+  try {
+    remove_tree(folder_);
+  } catch (const Error& e) {
+    log::warn_all("offload_optimizer: could not remove the swap folder: ", e.what());
+  }
+}
+
+std::string OptimizerSwapper::path_of(size_t name) const { return folder_ + "/" + options_.names.at(name) + ".swp"; }
+
+int64_t OptimizerSwapper::padded(int64_t numel) const { return round_up(numel, kAlignElements); }
+
+int64_t OptimizerSwapper::buffer_bytes() const {
+  return static_cast<int64_t>(slots_.size() * options_.names.size()) * group_numel_ * sizeof(float);
+}
+
+int64_t OptimizerSwapper::file_bytes() const {
+  return static_cast<int64_t>(options_.names.size()) * padded(options_.shard_numel) * sizeof(float);
+}
+
+void OptimizerSwapper::queue_reads(int64_t i) {
+  const SubGroup& g = groups_[i];
+  for (size_t k = 0; k < options_.names.size(); ++k)
+    reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
+  reading_ = i;
+  read_queued_at_ = now();
+  stats_.read_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
+}
+
+void OptimizerSwapper::wait_reads() {
+  if (reading_ < 0) return;
+  const double start = now();
+  reader_->wait();
+  const double end = now();
+  stats_.wait_seconds += end - start;
+  stats_.read_seconds += end - read_queued_at_;
+  reading_ = -1;
+}
+
+void OptimizerSwapper::wait_writes() {
+  if (writing_ < 0) return;
+  const double start = now();
+  writer_->wait();
+  const double end = now();
+  stats_.wait_seconds += end - start;
+  stats_.write_seconds += end - write_queued_at_;
+  writing_ = -1;
+}
+
+const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
+  if (reading_ != i) {
+    // Not read ahead (the first sub-group, or no pipeline_read). Its slot's last writes (sub-group
+    // i - slots) finished when i - slots + 1 was swapped out, so the buffers are free.
+    wait_reads();
+    queue_reads(i);
+  }
+  wait_reads();
+  if (options_.pipeline_read && i + 1 < sub_groups()) queue_reads(i + 1);
+  return groups_[i];
+}
+
+void OptimizerSwapper::swap_out(int64_t i) {
+  // One sub-group's writes in flight at most: the slot that sub-group i + 1's read-ahead reuses
+  // (i + 1 - slots) is then never still being written.
+  wait_writes();
+  const SubGroup& g = groups_[i];
+  for (size_t k = 0; k < options_.names.size(); ++k)
+    writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
+  writing_ = i;
+  write_queued_at_ = now();
+  stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
+  if (!options_.pipeline_write) wait_writes();
+}
+
+void OptimizerSwapper::finish_step() {
+  wait_reads();
+  wait_writes();
+}
+
+void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64_t, float*)>& produce) {
+  float* buffer = slots_[0][0];
+  for (const SubGroup& g : groups_) {
+    // The padding past the shard's end stays zero, as the files started.
+    std::fill(buffer, buffer + padded(g.numel), 0.0f);
+    produce(g.offset, g.numel, buffer);
+    writer_->sync_pwrite(buffer, padded(g.numel) * sizeof(float), path_of(name), g.offset * sizeof(float));
+  }
+}
+
+void OptimizerSwapper::read(size_t name, int64_t offset, float* dst, int64_t count) {
+  if (count > 0) reader_->sync_pread(dst, count * sizeof(float), path_of(name), offset * sizeof(float));
+}
+
+void OptimizerSwapper::write(size_t name, int64_t offset, const float* src, int64_t count) {
+  if (count > 0) writer_->sync_pwrite(src, count * sizeof(float), path_of(name), offset * sizeof(float));
+}
+
+SwapStats OptimizerSwapper::take_stats() {
+  const SwapStats stats = stats_;
+  stats_ = {};
+  return stats;
+}
+
+}  // namespace ds

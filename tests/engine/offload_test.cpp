@@ -1,0 +1,245 @@
+// NVMe optimizer offload against the in-memory engine, the independent reference: the same
+// fused kernel on the same elements, so losses and weights must match bit for bit, at every stage,
+// every pipelining choice, and through checkpoints taken with and without offload.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/data/token_source.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/loss.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using Engine = ds::Engine<ds::models::GPT>;
+
+constexpr int64_t kSeed = 11;
+constexpr int kGlobalBatch = 8;
+
+struct Offload {
+  bool on = false;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  int64_t sub_group_size = 3000;  // a few sub-groups of the ~30k-element shard, the last one ragged
+  int buffer_count = 9;
+  std::string optimizer = "AdamW";
+};
+
+// A folder on the build machine's disk (tmpfs may lack O_DIRECT), fresh per test and world size.
+std::string nvme_dir(const std::string& name) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("dstrain_offload_" + name + "_np" + std::to_string(ds::comm::get_world_size()))).string();
+  if (ds::comm::get_rank() == 0) {
+    ds::remove_tree(dir);
+    fs::create_directories(dir);
+  }
+  ds::comm::init_distributed("mpi")->barrier();
+  return dir;
+}
+
+nlohmann::json config_json(int stage, const Offload& offload, const std::string& nvme_path) {
+  const int world = ds::comm::get_world_size();
+  nlohmann::json optimizer = {{"type", offload.optimizer}, {"params", {{"lr", 3e-3}, {"weight_decay", 0.01}}}};
+  if (offload.optimizer == "SGD") optimizer["params"] = {{"lr", 0.05}, {"momentum", 0.9}};
+  nlohmann::json zero = {{"stage", stage},
+                         {"reduce_bucket_size", 3000},
+                         {"allgather_bucket_size", 2000},
+                         {"stage3_param_persistence_threshold", 100},
+                         {"sub_group_size", offload.sub_group_size}};
+  if (offload.on)
+    zero["offload_optimizer"] = {{"device", "nvme"},
+                                 {"nvme_path", nvme_path},
+                                 {"buffer_count", offload.buffer_count},
+                                 {"pipeline_read", offload.pipeline_read},
+                                 {"pipeline_write", offload.pipeline_write}};
+  return {{"train_micro_batch_size_per_gpu", kGlobalBatch / world},
+          {"gradient_clipping", 0.5},
+          {"optimizer", optimizer},
+          {"zero_optimization", zero},
+          {"aio", {{"block_size", 8192}, {"queue_depth", 4}, {"thread_count", 2}}}};
+}
+
+ds::models::GPT make_model() {
+  return ds::models::GPT(ds::models::GPTConfig::from_json(
+      {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}, {"dropout", 0.0}}));
+}
+
+std::shared_ptr<Engine> make_engine(int stage, const Offload& offload, const std::string& nvme_path) {
+  torch::manual_seed(kSeed);
+  ds::models::GPT model = make_model();
+  return ds::initialize(model, ds::Config::from_json(config_json(stage, offload, nvme_path)),
+                        ds::comm::init_distributed("mpi"));
+}
+
+// Steps [first, last) of the same synthetic data; the global mean loss of each.
+std::vector<double> train(Engine& engine, int64_t first, int64_t last) {
+  auto source = ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 3}}, 64, 16);
+  auto& group = engine.dp_group();
+  std::vector<double> losses;
+  for (int64_t step = first; step < last; ++step) {
+    ds::data::Batch batch = source->batch(step, 0, group.rank(), group.world_size(), engine.train_micro_batch_size_per_gpu());
+    at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
+    engine.backward(loss);
+    engine.step();
+    at::Tensor mean = torch::tensor({loss.item<double>()}, torch::kDouble);
+    group.all_reduce(mean, ds::comm::ReduceOp::Avg);
+    losses.push_back(mean.item<double>());
+  }
+  return losses;
+}
+
+void require_same_weights(Engine& a, Engine& b) {
+  const auto wa = a.consolidated_weights(), wb = b.consolidated_weights();
+  REQUIRE(wa.size() == wb.size());
+  for (const auto& [name, tensor] : wa) {
+    INFO(name);
+    REQUIRE(torch::equal(tensor, wb.at(name)));
+  }
+}
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// ZeRO's shard of the model: every parameter padded to a multiple of the world size, 1/world of each.
+int64_t shard_numel() {
+  const int world = ds::comm::get_world_size();
+  int64_t numel = 0;
+  for (const at::Tensor& p : make_model()->parameters()) numel += round_up(p.numel(), world) / world;
+  return numel;
+}
+
+}  // namespace
+
+TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("parity");
+  constexpr int kSteps = 20;
+  for (int stage = 1; stage <= 3; ++stage) {
+    auto reference = make_engine(stage, {}, nvme);
+    const std::vector<double> expected = train(*reference, 0, kSteps);
+    // Every pipelining choice at stage 2; none and both at stages 1 and 3 (the step is the same code).
+    for (int pipelining = 0; pipelining < 4; ++pipelining) {
+      if (stage != 2 && (pipelining == 1 || pipelining == 2)) continue;
+      Offload offload;
+      offload.on = true;
+      offload.pipeline_read = pipelining & 1;
+      offload.pipeline_write = pipelining & 2;
+      DYNAMIC_SECTION("stage " << stage << ", pipeline_read " << offload.pipeline_read << ", pipeline_write "
+                                << offload.pipeline_write) {
+        std::string folder;
+        {
+          auto engine = make_engine(stage, offload, nvme);
+          const ds::OptimizerSwapper& swap = *engine->optimizer_swapper();
+          folder = swap.folder();
+          REQUIRE(fs::path(folder).parent_path() == fs::path(nvme));
+          // Adam's master, exp_avg and exp_avg_sq, each one file of the padded shard.
+          const int64_t shard = shard_numel();
+          REQUIRE(swap.names() == std::vector<std::string>{"master", "exp_avg", "exp_avg_sq"});
+          for (size_t k = 0; k < 3; ++k) REQUIRE(fs::file_size(swap.path_of(k)) == static_cast<uintmax_t>(round_up(shard, 1024) * 4));
+          REQUIRE(swap.sub_groups() == (shard + 3071) / 3072);
+          engine->take_swap_stats();  // the initial writes
+
+          const std::vector<double> losses = train(*engine, 0, kSteps);
+          REQUIRE(losses == expected);  // bitwise
+          require_same_weights(*reference, *engine);
+          // Each step reads and writes the three files whole, once.
+          const ds::SwapStats stats = engine->take_swap_stats();
+          CHECK(stats.read_bytes == int64_t{kSteps} * 3 * round_up(shard, 1024) * 4);
+          CHECK(stats.write_bytes == stats.read_bytes);
+          CHECK(engine->model_state_bytes().optimizer == swap.buffer_bytes());
+          REQUIRE(fs::exists(folder));
+        }
+        CHECK(!fs::exists(folder));  // removed with the engine
+      }
+    }
+  }
+}
+
+TEST_CASE("NVMe offload of SGD's momentum matches in memory", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("sgd");
+  Offload plain;
+  plain.optimizer = "SGD";
+  Offload offload = plain;
+  offload.on = true;
+  offload.pipeline_read = offload.pipeline_write = true;
+  offload.buffer_count = 6;  // two shards (master, momentum_buffer) x three sub-groups in memory
+  auto reference = make_engine(2, plain, nvme);
+  auto engine = make_engine(2, offload, nvme);
+  REQUIRE(engine->optimizer_swapper()->names() == std::vector<std::string>{"master", "momentum_buffer"});
+  REQUIRE(train(*engine, 0, 10) == train(*reference, 0, 10));
+  require_same_weights(*reference, *engine);
+}
+
+TEST_CASE("checkpoints move between offloaded and in-memory runs", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("checkpoint");
+  const std::string dir = nvme + "/checkpoints";
+  Offload offload;
+  offload.on = true;
+  offload.pipeline_read = offload.pipeline_write = true;
+  for (int stage : {1, 3}) {
+    auto reference = make_engine(stage, {}, nvme);
+    const std::vector<double> expected = train(*reference, 0, 12);
+    const std::vector<double> tail(expected.begin() + 6, expected.end());
+    for (bool save_offloaded : {true, false}) {
+      DYNAMIC_SECTION("stage " << stage << ", saved " << (save_offloaded ? "offloaded" : "in memory")) {
+        auto first = make_engine(stage, save_offloaded ? offload : Offload{}, nvme);
+        train(*first, 0, 6);
+        first->save_checkpoint(dir, "mid");
+        auto second = make_engine(stage, save_offloaded ? Offload{} : offload, nvme);
+        second->load_checkpoint(dir, "mid");
+        REQUIRE(second->global_steps() == 6);
+        REQUIRE(train(*second, 6, 12) == tail);
+        require_same_weights(*reference, *second);
+      }
+    }
+  }
+}
+
+TEST_CASE("too few swap buffers, or a missing path, name the key and what would work", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("buffers");
+  Offload offload;
+  offload.on = true;
+  offload.pipeline_read = offload.pipeline_write = true;
+  offload.buffer_count = 4;  // DeepSpeed's default; Adam's 3 shards x 3 sub-groups need 9
+  try {
+    make_engine(2, offload, nvme);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.key() == std::string("zero_optimization.offload_optimizer.buffer_count"));
+    CHECK_THAT(e.message(), Contains("set buffer_count to 9"));
+  }
+  offload.buffer_count = 9;
+  try {
+    make_engine(2, offload, nvme + "/absent");
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.key() == std::string("zero_optimization.offload_optimizer.nvme_path"));
+    CHECK(e.path() == nvme + "/absent");
+  }
+}
+
+TEST_CASE("a swap file cut short mid-run ends the step with the file and offset", "[mpi][offload]") {
+  if (ds::comm::get_world_size() != 1) return;  // one rank failing alone would leave the others waiting
+  const std::string nvme = nvme_dir("fault");
+  Offload offload;
+  offload.on = true;
+  offload.pipeline_read = true;
+  auto engine = make_engine(2, offload, nvme);
+  train(*engine, 0, 2);
+  const std::string victim = engine->optimizer_swapper()->path_of(2);  // exp_avg_sq
+  REQUIRE(::truncate(victim.c_str(), 8192) == 0);
+  try {
+    train(*engine, 2, 3);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.path() == victim);
+    REQUIRE(e.offset().has_value());
+    CHECK(*e.offset() >= 8192);
+  }
+}
