@@ -5,32 +5,25 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
-#include "dstrain/comm/distributed.hpp"
-#include "dstrain/engine/checkpoint_index.hpp"
-#include "dstrain/engine/data/token_source.hpp"
-#include "dstrain/engine/engine.hpp"
-#include "dstrain/engine/models/gpt.hpp"
-#include "dstrain/engine/models/loss.hpp"
-#include "dstrain/io/crc32c.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "optimizer_reference.hpp"
 
 namespace {
 
-constexpr int64_t kSeed = 11;
+using optimizer_reference::CompressionSimulation;
+using optimizer_reference::kAccumulation;
+using optimizer_reference::kMicro;
+using optimizer_reference::make_model;
+using optimizer_reference::make_source;
+using optimizer_reference::mean_over_ranks;
+using optimizer_reference::train;
+using optimizer_reference::zero_local_sections;
+
 constexpr double kLr = 2e-3;
 constexpr double kWeightDecay = 0.01;
 constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
-constexpr int kMicro = 2;
-constexpr int kAccumulation = 2;
-
-nlohmann::json model_block() {
-  return {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}, {"dropout", 0.0}};
-}
 
 nlohmann::json onebit_adam(int64_t freeze_step, double eps = kEps) {
   return {{"type", "OneBitAdam"},
@@ -54,79 +47,9 @@ ds::Config make_config(const nlohmann::json& optimizer, double clipping, int sta
   });
 }
 
-std::unique_ptr<ds::data::TokenSource> make_source() {
-  return ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 5}}, 64, 16);
-}
-
-ds::models::GPT make_model() {
-  torch::manual_seed(kSeed);
-  return ds::models::GPT(ds::models::GPTConfig::from_json(model_block()));
-}
-
 std::shared_ptr<ds::Engine<ds::models::GPT>> make_engine(const nlohmann::json& optimizer, double clipping) {
   return ds::initialize(make_model(), make_config(optimizer, clipping), ds::comm::init_distributed("mpi"));
 }
-
-double mean_over_ranks(double value) {
-  at::Tensor t = torch::tensor({value}, torch::kDouble);
-  ds::comm::world().all_reduce(t, ds::comm::ReduceOp::Avg);
-  return t.item<double>();
-}
-
-// The global batch loss of each step.
-std::vector<double> train(ds::Engine<ds::models::GPT>& engine, int steps) {
-  auto source = make_source();
-  const int rank = ds::comm::get_rank(), world = ds::comm::get_world_size();
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) {
-    const int64_t step = engine.global_steps();
-    double sum = 0;
-    for (int a = 0; a < kAccumulation; ++a) {
-      ds::data::Batch batch = source->batch(step, a, rank, world, kMicro);
-      at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
-      engine.backward(loss);
-      engine.step();
-      sum += loss.item<double>();
-    }
-    losses.push_back(mean_over_ranks(sum / kAccumulation));
-  }
-  return losses;
-}
-
-// DeepSpeed's compressed allreduce as tests/comm simulates it: ordinary all_reduce of each rank's
-// scaled signs, then each rank's server chunk compressed again and gathered (through all_reduce).
-struct CompressionSimulation {
-  int64_t numel, padded, chunk;
-  at::Tensor worker_error, server_error;
-
-  CompressionSimulation(int64_t n, int world) : numel(n) {
-    const int64_t unit = 8 * world;
-    padded = (n + unit - 1) / unit * unit;
-    chunk = padded / world;
-    worker_error = at::zeros({padded});
-    server_error = at::zeros({chunk});
-  }
-
-  static at::Tensor sign_of(const at::Tensor& x) { return at::where(x >= 0, 1.0f, -1.0f); }
-  static at::Tensor rms(const at::Tensor& x) { return (x.to(at::kDouble).norm() / std::sqrt(double(x.numel()))).to(at::kFloat); }
-
-  at::Tensor allreduce(const at::Tensor& buffer) {
-    ds::comm::Backend& world = ds::comm::world();
-    const int w = world.world_size(), rank = world.rank();
-    const at::Tensor x = at::cat({buffer, at::zeros({padded - numel})}) + worker_error;
-    const at::Tensor compressed = rms(x) * sign_of(x);
-    worker_error = x - compressed;
-    world.all_reduce(compressed);
-    compressed.mul_(1.0 / w);
-    const at::Tensor served = compressed.narrow(0, rank * chunk, chunk) + server_error;
-    const at::Tensor server_compressed = rms(served) * sign_of(served);
-    server_error = served - server_compressed;
-    at::Tensor result = at::zeros({padded});
-    result.narrow(0, rank * chunk, chunk).copy_(server_compressed);
-    world.all_reduce(result);
-    return result.narrow(0, 0, numel);
-  }
-};
 
 // 1-bit Adam written out on one rank's whole model, no clipping, constant lr.
 struct Reference {
@@ -246,7 +169,7 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
 
 TEST_CASE("a OneBitAdam checkpoint taken after the freeze resumes with the same losses", "[mpi][onebit]") {
   namespace fs = std::filesystem;
-  const int world = ds::comm::get_world_size(), rank = ds::comm::get_rank();
+  const int world = ds::comm::get_world_size();
   const std::string dir = (fs::temp_directory_path() / ("dstrain_onebit_ckpt_np" + std::to_string(world))).string();
   constexpr int kFreeze = 2;
   std::vector<double> uninterrupted;
@@ -263,29 +186,8 @@ TEST_CASE("a OneBitAdam checkpoint taken after the freeze resumes with the same 
     REQUIRE(train(*engine, 3) == uninterrupted);
   }
   // Without the compression errors the resumed steps must differ: the errors matter, and the
-  // equality above could not have held without restoring them. Rank 0 zeroes every shard's
-  // local/* sections and records the new checksums in the index.
-  if (rank == 0) {
-    const std::string folder = ds::ckpt::checkpoint_folder(dir, "frozen");
-    ds::ckpt::CheckpointIndex index = ds::ckpt::CheckpointIndex::read(folder);
-    for (ds::ckpt::ShardEntry& shard : index.shards) {
-      const std::string path = folder + "/" + shard.file;
-      int zeroed = 0;
-      for (const ds::ckpt::ShardSection& section : shard.sections) {
-        if (section.name.rfind("local/", 0) != 0) continue;
-        std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-        file.seekp(section.offset);
-        file.write(std::string(static_cast<size_t>(section.bytes), '\0').data(), section.bytes);
-        ++zeroed;
-      }
-      REQUIRE(zeroed == 2);  // worker_error, server_error
-      std::ifstream in(path, std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      shard.crc32c = ds::io::crc32c(0, bytes.data(), bytes.size());
-    }
-    std::ofstream(folder + "/index.json", std::ios::trunc) << index.to_json().dump();
-  }
-  ds::comm::barrier();
+  // equality above could not have held without restoring them.
+  zero_local_sections(dir, "frozen");
   auto engine = make_engine(onebit_adam(kFreeze), 0.5);
   engine->load_checkpoint(dir);
   const std::vector<double> reset = train(*engine, 3);
