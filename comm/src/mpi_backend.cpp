@@ -107,12 +107,6 @@ std::string count_problem(const at::Tensor& t, const std::string& role) {
 int64_t numel_or_missing(const at::Tensor& t) { return t.defined() ? t.numel() : -1; }
 int64_t dtype_or_missing(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1; }
 
-uint64_t hash_of(const std::string& text) {  // FNV-1a
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 }  // namespace
 
 class MpiWork final : public Work {
@@ -150,7 +144,7 @@ MpiBackend::MpiBackend(bool cuda_aware, std::chrono::milliseconds timeout)
 }
 
 MpiBackend::MpiBackend(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog> watchdog, std::string label)
-    : comm_(comm), watchdog_(std::move(watchdog)), label_(std::move(label)), id_(hash_of(label_)),
+    : comm_(comm), watchdog_(std::move(watchdog)), label_(std::move(label)), id_(fnv1a(label_.data(), label_.size())),
       cuda_aware_(cuda_aware) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);

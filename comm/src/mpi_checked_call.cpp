@@ -9,14 +9,8 @@
 namespace ds::comm {
 namespace {
 
-uint64_t hash_of(const char* collective, const std::vector<int64_t>& values) {  // FNV-1a
-  uint64_t h = 1469598103934665603ull;
-  const auto mix = [&h](const void* data, size_t bytes) {
-    for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
-  };
-  mix(collective, std::strlen(collective) + 1);
-  mix(values.data(), values.size() * sizeof(int64_t));
-  return h;
+uint64_t hash_of(const char* collective, const std::vector<int64_t>& values) {
+  return fnv1a(values.data(), values.size() * sizeof(int64_t), fnv1a(collective, std::strlen(collective) + 1));
 }
 
 }  // namespace

@@ -19,6 +19,11 @@ void check_mpi(int rc, const char* call) {
   if (rc != MPI_SUCCESS) throw Error(mpi_error_message(rc, call)).with_rank(log::rank());
 }
 
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
+  return h;
+}
+
 int mpi_count(int64_t n, const char* what) {
   if (n > INT_MAX)
     throw Error(log::concat(what, " has ", n, " elements, more than an MPI count can hold (", INT_MAX, ")"));
