@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <functional>
@@ -104,6 +105,24 @@ std::string count_problem(const at::Tensor& t, const std::string& role) {
   return log::concat(role, " has ", t.numel(), " elements, more than an MPI count can hold (", INT_MAX, ")");
 }
 
+// A reduction split into pieces of at most kPieceBytes. Open MPI's nonblocking reductions allocate a
+// temporary as large as their message; above glibc's mmap threshold (32 MiB under the engine's
+// host policy) that is a fresh mapping, page-faulted in on every call: a 100 MB allreduce of 2
+// ranks took ~400 ms in one call and ~35 ms in pieces (docs/comm.md).
+class Pieces {
+ public:
+  static constexpr int64_t kPieceBytes = int64_t{8} << 20;
+  Pieces(int64_t numel, int64_t element_size)
+      : numel_(numel), piece_(std::max<int64_t>(1, kPieceBytes / element_size)) {}
+  int size() const { return static_cast<int>(std::max<int64_t>(1, (numel_ + piece_ - 1) / piece_)); }
+  int64_t begin(int piece) const { return piece * piece_; }
+  int count(int piece) const { return static_cast<int>(std::min(piece_, numel_ - begin(piece))); }
+
+ private:
+  int64_t numel_;
+  int64_t piece_;
+};
+
 int64_t numel_or_missing(const at::Tensor& t) { return t.defined() ? t.numel() : -1; }
 int64_t dtype_or_missing(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1; }
 
@@ -194,8 +213,8 @@ std::shared_ptr<CheckedCall> MpiBackend::begin(const char* collective, const std
   throw Error(std::string(collective) + ": " + problem).with_rank(rank_);
 }
 
-void MpiBackend::post(CheckedCall& call, std::function<int(MPI_Request*)> data_call, const char* mpi_call) {
-  call.set_post(std::move(data_call), mpi_call);
+void MpiBackend::post(CheckedCall& call, CheckedCall::Post data_call, const char* mpi_call, int pieces) {
+  call.set_post(std::move(data_call), mpi_call, pieces);
   advance();
 }
 
@@ -260,12 +279,14 @@ std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp o
                                    count_problem(tensor, "tensor")}));
   auto staged = std::make_shared<StagedTensor>(tensor, reachable(tensor));
   const auto dtype = tensor.scalar_type();
+  const Pieces pieces(tensor.numel(), tensor.element_size());
   post(*call,
-       [this, staged, count = static_cast<int>(tensor.numel()), type = mpi_type(dtype),
-        mpi_reduce = mpi_op(op, dtype)](MPI_Request* request) {
-         return MPI_Iallreduce(MPI_IN_PLACE, staged->data(), count, type, mpi_reduce, comm_, request);
+       [this, staged, pieces, type = mpi_type(dtype), mpi_reduce = mpi_op(op, dtype),
+        element_size = tensor.element_size()](int piece, MPI_Request* request) {
+         return MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(staged->data()) + pieces.begin(piece) * element_size,
+                               pieces.count(piece), type, mpi_reduce, comm_, request);
        },
-       "MPI_Iallreduce");
+       "MPI_Iallreduce", pieces.size());
   const int world = world_size_;
   return std::make_unique<MpiWork>(*this, std::move(call), [staged, op, world] {
                                      if (op == ReduceOp::Avg) staged->tensor().div_(world);
@@ -304,7 +325,7 @@ void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Te
   at::Tensor gathered = at::empty({total}, input.options().device(device));
   const MPI_Datatype type = mpi_type(input.scalar_type());
   post(*call,
-       [&](MPI_Request* request) {
+       [&](int, MPI_Request* request) {
          return MPI_Iallgatherv(in.data(), counts[rank_], type, gathered.data_ptr(), counts.data(),
                                 displacements.data(), type, comm_, request);
        },
@@ -340,7 +361,7 @@ std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::T
   const MPI_Datatype type = mpi_type(input.scalar_type());
   const int count = static_cast<int>(input.numel());
   post(*call,
-       [this, in, out, type, count](MPI_Request* request) {
+       [this, in, out, type, count](int, MPI_Request* request) {
          return MPI_Iallgather(in->data(), count, type, out->data(), count, type, comm_, request);
        },
        "MPI_Iallgather");
@@ -378,7 +399,7 @@ void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::
   StagedTensor out(output, reachable(output));
   const auto dtype = output.scalar_type();
   post(*call,
-       [&](MPI_Request* request) {
+       [&](int, MPI_Request* request) {
          return MPI_Ireduce_scatter(concatenated.data_ptr(), out.data(), counts.data(), mpi_type(dtype),
                                     mpi_op(op, dtype), comm_, request);
        },
@@ -413,13 +434,20 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, a
   auto in = std::make_shared<StagedTensor>(input, reachable(input));
   auto out = std::make_shared<StagedTensor>(output, reachable(output));
   const auto dtype = output.scalar_type();
-  post(*call,
-       [this, in, out, count = static_cast<int>(output.numel()), type = mpi_type(dtype),
-        mpi_reduce = mpi_op(op, dtype)](MPI_Request* request) {
-         return MPI_Ireduce_scatter_block(in->data(), out->data(), count, type, mpi_reduce, comm_, request);
-       },
-       "MPI_Ireduce_scatter_block");
+  // Each rank's part is reduced to it by its own reduces, piece by piece: one reduce-scatter of the
+  // whole buffer would allocate a temporary that large (see Pieces).
+  const Pieces pieces(output.numel(), output.element_size());
   const int world = world_size_;
+  post(*call,
+       [this, in, out, pieces, world, part = output.numel(), type = mpi_type(dtype), mpi_reduce = mpi_op(op, dtype),
+        element_size = output.element_size()](int piece, MPI_Request* request) {
+         const int root = piece % world;
+         const int64_t offset = pieces.begin(piece / world) * element_size;
+         return MPI_Ireduce(static_cast<char*>(in->data()) + root * part * element_size + offset,
+                            static_cast<char*>(out->data()) + offset, pieces.count(piece / world), type, mpi_reduce,
+                            root, comm_, request);
+       },
+       "MPI_Ireduce", pieces.size() * world);
   return std::make_unique<MpiWork>(*this, std::move(call), [in, out, op, world] {
                                      if (op == ReduceOp::Avg) out->tensor().div_(world);
                                      out->copy_back();
@@ -433,7 +461,7 @@ void MpiBackend::broadcast(const at::Tensor& tensor, int src) {
   auto call = begin("broadcast", {numel_or_missing(tensor), dtype_or_missing(tensor), src}, shape_of(tensor), problem);
   StagedTensor staged(tensor, reachable(tensor));
   post(*call,
-       [&](MPI_Request* request) {
+       [&](int, MPI_Request* request) {
          return MPI_Ibcast(staged.data(), static_cast<int>(tensor.numel()), mpi_type(tensor.scalar_type()), src,
                            comm_, request);
        },
@@ -503,7 +531,7 @@ void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
 // posted before the data calls of earlier calls, it would match different calls on different ranks.
 void MpiBackend::barrier() {
   auto call = begin("barrier", {}, "", "");
-  post(*call, [this](MPI_Request* request) { return MPI_Ibarrier(comm_, request); }, "MPI_Ibarrier");
+  post(*call, [this](int, MPI_Request* request) { return MPI_Ibarrier(comm_, request); }, "MPI_Ibarrier");
   finish(*call);
 }
 

@@ -49,18 +49,21 @@ std::string CheckedCall::disagreement() const {
 
 std::string CheckedCall::post() {
   posted_ = true;
-  const int rc = post_(&request_);
-  if (rc == MPI_SUCCESS) return "";
-  done_ = true;
-  failure_ = mpi_error_message(rc, mpi_call_);
-  return failure_;
+  for (size_t piece = 0; piece < requests_.size(); ++piece) {
+    const int rc = post_(static_cast<int>(piece), &requests_[piece]);
+    if (rc == MPI_SUCCESS) continue;
+    done_ = true;
+    failure_ = mpi_error_message(rc, mpi_call_);
+    return failure_;
+  }
+  return "";
 }
 
 bool CheckedCall::complete() {
   if (done_ || !failure_.empty()) return true;
   if (!posted_) return false;
   int flag = 0;
-  const int rc = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+  const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) failure_ = mpi_error_message(rc, mpi_call_);
   done_ = flag != 0 || rc != MPI_SUCCESS;
   return done_;

@@ -6,6 +6,9 @@
 // find that out too. The data call is posted only after the check agreed: MPI leaves a collective
 // whose ranks pass different counts undefined, and Open MPI's nonblocking collectives then write
 // past their buffers.
+//
+// A data call may be posted in pieces (several nonblocking calls over parts of the buffers): the
+// call completes when every piece has.
 #pragma once
 
 #include <mpi.h>
@@ -20,8 +23,8 @@ namespace ds::comm {
 
 class CheckedCall {
  public:
-  // Posts the data call into *request and returns MPI's return code.
-  using Post = std::function<int(MPI_Request* request)>;
+  // Posts piece `piece` of the data call into *request and returns MPI's return code.
+  using Post = std::function<int(int piece, MPI_Request* request)>;
 
   // Starts the check on check_comm. problem: what is wrong with this rank's own arguments, or "".
   // description: this rank's arguments, for the messages.
@@ -34,9 +37,10 @@ class CheckedCall {
   int64_t number() const { return number_; }  // this call's position among its group's calls
 
   // What posts the data call once the check agrees; set by a rank with no problem of its own.
-  void set_post(Post post, const char* mpi_call) {
+  void set_post(Post post, const char* mpi_call, int pieces) {
     post_ = std::move(post);
     mpi_call_ = mpi_call;
+    requests_.assign(pieces, MPI_REQUEST_NULL);
   }
   // Polls the check; true once it has completed on this rank.
   bool check_complete();
@@ -46,7 +50,7 @@ class CheckedCall {
   // still usable.
   bool every_rank_problem() const { return global_[3] == -1; }  // max(-problem) = -min(problem)
 
-  // Posts the data call; returns "" or why it failed.
+  // Posts every piece of the data call; returns "" or why one failed.
   std::string post();
   // The call will not run: wait() reports `reason`.
   void fail(std::string reason) { failure_ = std::move(reason); }
@@ -55,8 +59,8 @@ class CheckedCall {
   bool complete();
   // After complete(): "" or the reason this call failed.
   const std::string& failure() const { return failure_; }
-  // The data call's own request, reused by calls with several phases once the first completed.
-  MPI_Request* request() { return &request_; }
+  // The data call's first request, reused by calls with several phases once the first completed.
+  MPI_Request* request() { return &requests_.front(); }
 
  private:
   const char* collective_;
@@ -68,7 +72,7 @@ class CheckedCall {
   bool checked_ = false;
   Post post_;
   const char* mpi_call_ = "";
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> requests_;
   bool posted_ = false;
   bool done_ = false;
   std::string failure_;

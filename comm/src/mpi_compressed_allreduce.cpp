@@ -77,7 +77,7 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
       values, staged_worker_error.tensor().data_ptr<float>(), layout.padded, packed);
   std::vector<float> worker_scales(world);
   post(*call,
-       [&](MPI_Request* request) {
+       [&](int, MPI_Request* request) {
          return MPI_Ialltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, request);
        },
        "MPI_Ialltoall");

@@ -259,6 +259,23 @@ TEST_CASE("reduce_scatter_into and its async form reduce slice r onto rank r", "
   }
 }
 
+// MpiBackend posts reductions in pieces of 8 MiB: sizes over one piece, with a partial last piece.
+TEST_CASE("reductions larger than one piece reduce every element", "[mpi]") {
+  Backend& world = ds::comm::world();
+  const int w = world.world_size(), rank = world.rank();
+  for (auto [dtype, n] : {std::pair{at::kFloat, int64_t{(5 << 20) / 2 + 7}}, std::pair{at::kBFloat16, int64_t{(5 << 20) + 3}}}) {
+    CAPTURE(c10::toString(dtype), n);
+    at::Tensor t = seeded_tensor(seed_of(95, rank), n, dtype);
+    world.all_reduce_async(t, ReduceOp::Sum)->wait();
+    CHECK(close(t, expected_reduction(95, n, dtype, ReduceOp::Sum, w), dtype == at::kFloat ? 1e-5 : 2e-2, 1e-2));
+  }
+  const int64_t part = (9 << 20) / 4 + 5;  // 2 pieces per rank's part
+  const at::Tensor expected = expected_reduction(96, w * part, at::kFloat, ReduceOp::Avg, w).narrow(0, rank * part, part);
+  at::Tensor output = at::empty({part});
+  world.reduce_scatter_into_async(output, seeded_tensor(seed_of(96, rank), w * part), ReduceOp::Avg)->wait();
+  CHECK(close(output, expected, 1e-5, 1e-6));
+}
+
 TEST_CASE("broadcast from every rank", "[mpi]") {
   Backend& world = ds::comm::world();
   for (int src = 0; src < world.world_size(); ++src)

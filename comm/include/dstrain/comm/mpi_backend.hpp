@@ -75,8 +75,10 @@ class MpiBackend final : public Backend {
   // rank's arguments, for the error messages.
   std::shared_ptr<CheckedCall> begin(const char* collective, const std::vector<int64_t>& values,
                                      std::string description, const std::string& problem);
-  // Gives a begun call its data call, posted once its check and every earlier call's have agreed.
-  void post(CheckedCall& call, std::function<int(MPI_Request*)> data_call, const char* mpi_call);
+  // Gives a begun call its data call (in `pieces` nonblocking calls), posted once its check and
+  // every earlier call's have agreed.
+  void post(CheckedCall& call, std::function<int(int piece, MPI_Request*)> data_call, const char* mpi_call,
+            int pieces = 1);
   // Posts the queued calls whose checks have completed, in the order they began (the same on every
   // rank). A check that shows a disagreement fails its call and leaves the group unusable.
   void advance();
