@@ -1,5 +1,6 @@
 #include "train_report.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +27,8 @@ void progress_bar(int64_t step, int64_t total, double loss) {
   std::fflush(stdout);
 }
 
+double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
+
 }  // namespace
 
 TrainReport::TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path,
@@ -37,6 +40,10 @@ TrainReport::TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const
       block_size_(block_size),
       interactive_(world.rank() == 0 && ::isatty(STDOUT_FILENO)),
       metrics_path_(metrics_path) {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  cpu_user_seconds_ = seconds(usage.ru_utime);
+  cpu_system_seconds_ = seconds(usage.ru_stime);
   if (world.rank() == 0 && !metrics_path.empty()) {
     metrics_.open(metrics_path, std::ios::app);
     if (!metrics_) throw Error("cannot open metrics file").with_path(metrics_path).with_errno(errno);
@@ -50,6 +57,11 @@ void TrainReport::step(const StepFigures& f) {
                                  at::kDouble);
   world_.all_reduce(memory, comm::ReduceOp::Max);
   const double peak_rss_mb = memory[0].item<double>() / 1e6;
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const double user = seconds(usage.ru_utime) - cpu_user_seconds_, system = seconds(usage.ru_stime) - cpu_system_seconds_;
+  cpu_user_seconds_ += user;
+  cpu_system_seconds_ += system;
   nlohmann::json line = {{"step", f.step},
                          {"loss", f.loss},
                          {"lr", f.lr},
@@ -66,7 +78,9 @@ void TrainReport::step(const StepFigures& f) {
                          {"nvme_write_bytes", f.swap.write_bytes},
                          {"nvme_read_seconds", f.swap.read_seconds},
                          {"nvme_write_seconds", f.swap.write_seconds},
-                         {"nvme_wait_seconds", f.swap.wait_seconds}};
+                         {"nvme_wait_seconds", f.swap.wait_seconds},
+                         {"cpu_user_seconds", user},
+                         {"cpu_system_seconds", system}};
   if (f.breakdown_ms) line["breakdown_ms"] = *f.breakdown_ms;
   if (metrics_.is_open()) {
     errno = 0;

@@ -3,7 +3,8 @@
 // terminal, and a log line every steps_per_print steps and at the last. Memory figures are the
 // largest over the ranks (step() is collective): peak RSS (VmHWM), the RSS each rank had before the
 // model existed (the baseline: LibTorch, MPI, the program) and the activation bytes of a forward.
-// The NVMe swap figures are rank 0's (docs/offload.md).
+// The NVMe swap figures are rank 0's (docs/offload.md), and so are the CPU seconds, user and
+// system, of the step (all threads; page faults and MPI's kernel-assisted copies are system time).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,8 @@ class TrainReport {
   int64_t steps_;
   int print_every_;
   int64_t block_size_;
+  double cpu_user_seconds_ = 0;    // this process's CPU time at the end of the previous step
+  double cpu_system_seconds_ = 0;
   bool interactive_;
   std::ofstream metrics_;
   std::string metrics_path_;

@@ -5,12 +5,14 @@ Launched by mpirun (ranks from OpenMPI's environment), gloo over localhost. The 
 engine/src/models/gpt*.cpp op for op: learned positions, pre-LayerNorm blocks with biases, the same
 attention (matmul, causal mask, softmax), tanh GELU, the head tied to the token embedding, GPT-2
 initialisation; AdamW (torch's defaults but lr and weight decay as given), fp32, no clipping,
-random tokens. Prints one JSON line per step on rank 0: {"step", "samples_per_sec", "loss"}.
+random tokens. Prints one JSON line per step on rank 0: {"step", "samples_per_sec", "loss", "cpu_user_seconds",
+"cpu_system_seconds"} (the step's CPU time of rank 0, all threads).
 Python is here only as the peer; dstrain itself has none.
 """
 import argparse
 import json
 import os
+import resource
 import time
 
 import torch
@@ -43,7 +45,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     generator = torch.Generator().manual_seed(rank)
     for step in range(1, args.steps + 1):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         tokens = torch.randint(args.vocab_size, (args.micro, args.block_size + 1), generator=generator)
         logits = ddp(tokens[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
@@ -51,10 +53,11 @@ def main():
         loss.backward()
         optimizer.step()
         loss_value = loss.item()
-        seconds = time.perf_counter() - start
+        seconds, used = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
         if rank == 0:
-            print(json.dumps({"step": step, "samples_per_sec": args.micro * world / seconds, "loss": loss_value}),
-                  flush=True)
+            print(json.dumps({"step": step, "samples_per_sec": args.micro * world / seconds, "loss": loss_value,
+                              "cpu_user_seconds": used.ru_utime - cpu.ru_utime,
+                              "cpu_system_seconds": used.ru_stime - cpu.ru_stime}), flush=True)
     dist.destroy_process_group()
 
 

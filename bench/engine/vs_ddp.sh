@@ -49,9 +49,6 @@ shape_of() {  # SIZE -> "layers width ctx micro"
   esac
 }
 
-# "user system" CPU seconds of a command's processes (mpirun waits for its ranks).
-timed() { /usr/bin/time -f "%U %S" -o "$1" "${@:2}"; }
-
 printf "%-6s %3s %4s | %9s %9s %6s | %8s %8s %8s %8s | %7s %7s\n" size np thr dstrain DDP ratio fwd_ms bwd_ms \
   reduce_ms step_ms sys/usr ddp_s/u
 for row in "${rows[@]}"; do
@@ -69,24 +66,23 @@ for row in "${rows[@]}"; do
         -x MASTER_PORT=$(( 29500 + RANDOM % 1000 )) "$peer_python" "$root/bench/engine/ddp_peer.py" --n-layer "$layers"
         --n-embd "$width" --block-size "$ctx" --micro "$micro" --steps "$steps" --threads "$threads")
   for r in $(seq "$repeats"); do
-    timed "$work/ddp.$r.time" "${peer[@]}" > "$work/ddp.$r" 2> "$work/ddp.$r.err" || { cat "$work/ddp.$r.err" >&2; exit 1; }
-    timed "$work/ours.$r.time" "${ours[@]}" --metrics "$work/ours.$r" > "$work/ours.$r.out" 2>&1 || { cat "$work/ours.$r.out" >&2; exit 1; }
+    "${peer[@]}" > "$work/ddp.$r" 2> "$work/ddp.$r.err" || { cat "$work/ddp.$r.err" >&2; exit 1; }
+    "${ours[@]}" --metrics "$work/ours.$r" > "$work/ours.$r.out" 2>&1 || { cat "$work/ours.$r.out" >&2; exit 1; }
   done
   python3 - "$work" "$repeats" "$size" "$np" "$threads" <<'PY'
 import json, statistics, sys
 work, repeats, size, np_, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 def lines(name): return [json.loads(l) for r in range(1, repeats + 1) for l in list(open(f"{work}/{name}.{r}"))[2:]]
-def cpu(name):
-    t = [list(map(float, open(f"{work}/{name}.{r}.time").read().split()[-2:])) for r in range(1, repeats + 1)]
-    return statistics.median(s / u for u, s in t)
 ours, ddp = lines("ours"), lines("ddp")
+# System over user CPU time of rank 0 over the timed steps (start-up, which faults in the model, is left out).
+cpu = lambda runs: sum(l["cpu_system_seconds"] for l in runs) / sum(l["cpu_user_seconds"] for l in runs)
 o = statistics.median(l["samples_per_sec"] for l in ours)
 d = statistics.median(l["samples_per_sec"] for l in ddp)
 bd = lambda k: statistics.median(l["breakdown_ms"].get(k, 0.0) for l in ours)
 print(f"{size:6} {np_:>3} {threads:>4} | {o:9.2f} {d:9.2f} {o/d:6.2f} | {bd('forward'):8.1f} {bd('backward'):8.1f} "
-      f"{bd('reduce_wait'):8.1f} {bd('step'):8.1f} | {cpu('ours'):7.2f} {cpu('ddp'):7.2f}")
+      f"{bd('reduce_wait'):8.1f} {bd('step'):8.1f} | {cpu(ours):7.2f} {cpu(ddp):7.2f}")
 PY
   rm -f "$work"/*
 done
 echo "samples/s: medians over $repeats alternated runs x steps 3..$steps; breakdown: dstrain's wall_clock_breakdown" \
-  "medians (reduce_ms is inside bwd_ms); sys/usr: system over user CPU time of all ranks"
+  "medians (reduce_ms is inside bwd_ms); sys/usr: system over user CPU time of rank 0 in those steps"
