@@ -11,6 +11,7 @@
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/host_policy.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/engine/models/loss.hpp"
@@ -99,6 +100,7 @@ int run_training(const TrainOptions& options) {
     return run_pipeline_training(config, options, world);
   }
   const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
+  apply_host_policy();  // before the model exists, so that building it uses the policy's allocator
   const int64_t baseline_rss = process_memory().rss_bytes;
   torch::manual_seed(config.training().seed);
   models::GPTConfig model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -129,6 +131,10 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   reducer_->set_timers(breakdown_timers());
   if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
   lr_ = schedule_.lr(0);
+  // Building and sharding the model freed what it no longer holds (whole parameters, staging
+  // copies); the host policy never trims the heap, so without this those pages would stay resident
+  // under every step's peak (~250 MB per rank at stage 3 of a 100M model).
+  malloc_trim(0);
 
   log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
             group_->world_size(), ", train_batch_size ", train_batch_size(), " = micro ",

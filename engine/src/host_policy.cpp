@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dstrain/runtime/rank_env.hpp"
+#include "huge_page_allocator.hpp"
 
 namespace ds {
 namespace {
@@ -56,6 +57,7 @@ HostPolicy apply() {
   if (!tunables || std::string(tunables).find("glibc.malloc.") == std::string::npos)
     policy.malloc_tuned =
         mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+  policy.huge_pages = install_huge_page_allocator();
   return policy;
 }
 
@@ -68,7 +70,8 @@ const HostPolicy& apply_host_policy() {
 
 std::string describe(const HostPolicy& policy) {
   return "threads " + std::to_string(policy.threads) + " (" + policy.threads_reason + "), malloc " +
-         (policy.malloc_tuned ? "keeps freed memory for reuse" : "as GLIBC_TUNABLES sets it");
+         (policy.malloc_tuned ? "keeps freed memory for reuse" : "as GLIBC_TUNABLES sets it") +
+         (policy.huge_pages ? ", tensors of 2 MiB and more in huge pages" : "");
 }
 
 }  // namespace ds

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 #include <string>
@@ -29,9 +30,15 @@ ProcessMemory process_memory() {
   return memory;
 }
 
+namespace {
+std::atomic<int64_t> mapped_bytes{0};
+}  // namespace
+
 int64_t allocated_bytes() {
   const struct mallinfo2 info = mallinfo2();
-  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+  return static_cast<int64_t>(info.uordblks + info.hblkhd) + mapped_bytes.load(std::memory_order_relaxed);
 }
+
+void note_mapped_bytes(int64_t delta) { mapped_bytes.fetch_add(delta, std::memory_order_relaxed); }
 
 }  // namespace ds

@@ -9,6 +9,10 @@
 //            step (activations, gradients, buckets); with glibc's defaults many are fresh mmaps,
 //            page-faulted and unmapped each step, which costs as much system time as the step's math.
 //            Left alone when GLIBC_TUNABLES sets malloc tunables.
+//   tensors  LibTorch tensors of 2 MiB and more live in mappings of their own, in transparent huge
+//            pages, unmapped when freed (engine/src/huge_page_allocator.hpp): they neither fragment
+//            the heap nor cost a page fault per 4 KiB. Where the kernel gives no huge pages
+//            (transparent_hugepage "never") LibTorch's allocator stays.
 #pragma once
 
 #include <string>
@@ -19,6 +23,7 @@ struct HostPolicy {
   int threads = 1;
   std::string threads_reason;  // "OMP_NUM_THREADS", or "4 cores / 2 ranks on this node"
   bool malloc_tuned = false;
+  bool huge_pages = false;  // HugePageAllocator installed
 };
 
 // Applies the policy on the first call; later calls return what was applied.

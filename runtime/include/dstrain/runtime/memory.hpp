@@ -15,9 +15,14 @@ struct ProcessMemory {
 ProcessMemory process_memory();
 
 // Bytes the C allocator has handed out and not yet had back (heap in use plus mmapped blocks,
-// glibc's mallinfo2). Unlike RSS it falls the moment a tensor is freed, so the difference between
-// two readings is what was allocated in between and is still alive (activations saved for
-// backward, say), whatever the allocator keeps cached.
+// glibc's mallinfo2), plus those of mappings made beside it (note_mapped_bytes). Unlike RSS it
+// falls the moment a tensor is freed, so the difference between two readings is what was
+// allocated in between and is still alive (activations saved for backward, say), whatever the
+// allocator keeps cached.
 int64_t allocated_bytes();
+
+// An allocator that maps memory itself (engine's HugePageAllocator) reports each mapping made
+// (positive) and released (negative) here. Thread-safe.
+void note_mapped_bytes(int64_t delta);
 
 }  // namespace ds
