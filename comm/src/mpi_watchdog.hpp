@@ -54,6 +54,7 @@ class Watchdog {
   MPI_Comm comm_;
   int world_rank_ = 0;
   std::chrono::milliseconds timeout_;
+  bool oversubscribed_ = false;  // more ranks on this node than cores: waits sleep between polls
   std::map<uint64_t, const int64_t*> groups_;
   // This rank's current wait, told to ranks that ask ("" when not waiting).
   std::string current_;
