@@ -32,7 +32,10 @@ class GradientReadyHook : public torch::autograd::FunctionPostHook {
 GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
                                  int64_t bucket_numel, bool overlap, TakenFn on_taken)
     : params_(std::move(params)), layout_(layout), group_(group), overlap_(overlap), on_taken_(std::move(on_taken)) {
-  grad_shard_ = at::zeros({layout_.shard_numel()}, at::dtype(at::kFloat).device(params_.front().device()));
+  // Stale, not zeroed: the first backward writes it directly, so its pages are first touched then,
+  // after stage 3 has freed the model's partitioned parameters, not on top of them at start.
+  grad_shard_ = at::empty({layout_.shard_numel()}, at::dtype(at::kFloat).device(params_.front().device()));
+  shard_stale_ = true;
   bucket_of_.resize(params_.size());
   delivered_.assign(params_.size(), false);
 
