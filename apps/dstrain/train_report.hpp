@@ -26,7 +26,7 @@ struct StepFigures {
   double seconds = 0;  // wall time of the step
   int train_batch_size = 0;
   ModelStateBytes bytes;  // rank 0's
-  SwapStats swap;  // rank 0's NVMe optimizer swap during the step (zeros without offload)
+  io::SwapStats swap;  // rank 0's NVMe swap (optimizer and parameters) during the step (zeros without offload)
   int64_t activation_bytes = 0;  // this rank's most over the step's forwards (allocated_bytes() rise)
   std::optional<std::map<std::string, double>> breakdown_ms;  // with wall_clock_breakdown
 };

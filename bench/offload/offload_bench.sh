@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO-Infinity optimizer offload (docs/offload.md): three measurements with the trainer.
+# ZeRO-Infinity optimizer and parameter offload (docs/offload.md): three measurements with the trainer.
 #   Usage: bench/offload/offload_bench.sh [BUILD_DIR] [NVME_FOLDER] [what...]
 #   what: bandwidth | overhead | memcap (default: all three)
 #
@@ -9,13 +9,15 @@
 # overhead   median step seconds in memory vs offloaded with pipelining off / read+write on, and the
 #            median seconds the step waited on I/O (nvme_wait_seconds); RUNS alternations.
 # memcap     the GPT of issue 13 (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
-#            under cgroup v1 memory limits (CAPS, default "1536 6144" MB), in memory and with the
-#            optimizer on NVMe (pipelining off): killed or not, peak usage
-#            (memory.max_usage_in_bytes), samples/s.
+#            under cgroup v1 memory limits (CAPS, default "1536 6144" MB), in memory ("memory"),
+#            with the optimizer on NVMe ("nvme", pipelining off) and with the optimizer and the
+#            parameters on NVMe ("both"; MEMCAP_MODES picks): killed or not, peak usage
+#            (memory.max_usage_in_bytes), the trainer's peak RSS of the largest rank and its RSS
+#            before the model was built, samples/s.
 # Environment: RUNS (default 5), STEPS (default 6; the first step is dropped from medians),
 #   AIO ("block_size queue_depth thread_count", default "1048576 8 1"), SUB_GROUP (elements,
 #   default 1e8), WIDTH/LAYERS of the bandwidth and overhead model (default 1024 x 8: ~100M params),
-#   CAPS, MEMCAP_STEPS (default 3).
+#   CAPS, MEMCAP_STEPS (default 3), MEMCAP_MODES (default "memory nvme both").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -47,6 +49,10 @@ offload_sets() {  # pipeline_read pipeline_write
        --set zero_optimization.offload_optimizer.pipeline_read=$1 --set zero_optimization.offload_optimizer.pipeline_write=$2 \
        --set zero_optimization.offload_optimizer.buffer_count=9 --set zero_optimization.sub_group_size=$sub_group \
        --set aio.block_size=$block --set aio.queue_depth=$queue --set aio.intra_op_parallelism=$threads
+}
+param_offload_sets() {  # every chunk on NVMe (max_in_cpu 0), DeepSpeed's 5 buffers
+  echo --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme \
+       --set zero_optimization.offload_param.buffer_count=5 --set zero_optimization.offload_param.max_in_cpu=0
 }
 # Median over the runs' metrics files of a per-run value (the median over steps 2.. of FIELD, or
 # bytes/seconds of a pair of fields).
@@ -110,10 +116,10 @@ fi
 if [[ " $what " == *" memcap "* ]]; then
   cg=/sys/fs/cgroup/memory/dstrain_offload_bench_$$
   echo "## memory cap: 24 x 1024 GPT (~300M parameters), ZeRO-3, fp32, AdamW, -np 2, ${MEMCAP_STEPS:-3} steps"
-  echo "| cap MB | run | exit | peak MB (cgroup) | samples/s (last step) |"
-  echo "|---:|---|---:|---:|---:|"
+  echo "| cap MB | run | exit | peak MB (cgroup) | peak RSS MB (largest rank) | RSS before the model MB | samples/s (last step) |"
+  echo "|---:|---|---:|---:|---:|---:|---:|"
   for cap_mb in ${CAPS:-1536 6144}; do
-  for mode in memory nvme; do
+  for mode in ${MEMCAP_MODES:-memory nvme both}; do
     mkdir "$cg"
     echo $((cap_mb * 1024 * 1024)) > "$cg/memory.limit_in_bytes"
     # No swap to escape to, where the kernel lets us say so.
@@ -122,7 +128,9 @@ if [[ " $what " == *" memcap "* ]]; then
     # backward (docs/zero.md), 1.2 GB per rank here.
     sets="$(model_sets 24 1024) --set zero_optimization.stage=3 --set zero_optimization.overlap_comm=false"
     # Pipelining off: one sub-group of buffers in memory.
-    [ "$mode" = nvme ] && sets="$sets $(offload_sets false false)"
+    [ "$mode" != memory ] && sets="$sets $(offload_sets false false)"
+    [ "$mode" = both ] && sets="$sets $(param_offload_sets)"
+    rm -f "$work/cap-$mode.jsonl"  # the metrics file appends: a killed run must show no figures
     set +e
     bash -c "echo \$\$ > $cg/cgroup.procs && exec mpirun --oversubscribe --bind-to none -np 2 $trainer \
       --config $root/configs/default.json $sets --steps ${MEMCAP_STEPS:-3} --metrics $work/cap-$mode.jsonl" \
@@ -130,8 +138,8 @@ if [[ " $what " == *" memcap "* ]]; then
     rc=$?
     set -e
     peak=$(( $(cat "$cg/memory.max_usage_in_bytes") / 1000000 ))
-    sps=$( [ -s "$work/cap-$mode.jsonl" ] && tail -1 "$work/cap-$mode.jsonl" | python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["samples_per_sec"])' || echo "-")
-    echo "| $cap_mb | $mode | $rc | $peak | $sps |"
+    figures=$( [ -s "$work/cap-$mode.jsonl" ] && tail -1 "$work/cap-$mode.jsonl" | python3 -c 'import json,sys; m = json.load(sys.stdin); print("| %.0f | %.0f | %.3f" % (m["peak_rss_mb"], m["baseline_rss_mb"], m["samples_per_sec"]))' || echo "| - | - | -")
+    echo "| $cap_mb | $mode | $rc | $peak $figures |"
     [ "$rc" != 0 ] && tail -2 "$work/cap-$mode.log" | cut -c1-200 | sed 's/^/    /'
     rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg"; }
   done

@@ -17,6 +17,7 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/zero/init.hpp"
+#include "dstrain/zero/param_swapper.hpp"
 
 namespace ds {
 namespace {
@@ -25,6 +26,25 @@ at::ScalarType model_dtype(const Config& config) {
   if (config.bf16().enabled) return at::kBFloat16;
   if (config.fp16().enabled) return at::kHalf;
   return at::kFloat;
+}
+
+io::AioSettings aio_settings(const Config& config) {
+  const AioConfig& aio = config.aio();
+  return {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
+}
+
+// offload_param.device "nvme": this rank's parameter chunks go to a swap file (docs/offload.md).
+std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, const zero::ShardLayout& layout) {
+  const OffloadParamConfig& offload = config.zero_optimization().offload_param;
+  zero::ParamSwapper::Options options;
+  options.nvme_path = offload.nvme_path;
+  options.rank = layout.rank();
+  for (size_t i = 0; i < layout.size(); ++i) options.chunks.push_back({layout.slot(i).shard_offset, layout.slot(i).chunk});
+  options.buffer_count = offload.buffer_count;
+  options.buffer_size = offload.buffer_size;
+  options.max_in_cpu = offload.max_in_cpu;
+  options.aio = aio_settings(config);
+  return std::make_unique<zero::ParamSwapper>(std::move(options));
 }
 
 }  // namespace
@@ -70,6 +90,14 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   if (nvme && !device.is_cpu())
     throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
         .with_key("zero_optimization.offload_optimizer.device");
+  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;
+  if (nvme_params && stage != 3)
+    throw Error("offload_param.device \"nvme\" swaps ZeRO stage 3's parameter partitions; this is stage " +
+                std::to_string(stage) + ": set zero_optimization.stage to 3")
+        .with_key("zero_optimization.offload_param.device");
+  if (nvme_params && !device.is_cpu())
+    throw Error("offload_param to NVMe runs on CPU models only (this model is on " + device.str() + ")")
+        .with_key("zero_optimization.offload_param.device");
   using Offload = std::pair<const char*, OffloadDevice>;
   for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
                                      Offload{"offload_param", zero.offload_param.device}})
@@ -99,8 +127,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
     options.buffer_count = zero.offload_optimizer.buffer_count;
     options.pipeline_read = zero.offload_optimizer.pipeline_read;
     options.pipeline_write = zero.offload_optimizer.pipeline_write;
-    const AioConfig& aio = config_.aio();
-    options.aio = {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
+    options.aio = aio_settings(config_);
     swapper_ = std::make_unique<OptimizerSwapper>(std::move(options));
     // The master shard goes to its file a sub-group at a time, never whole in memory: each
     // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).
@@ -129,7 +156,9 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
                                                      zero.overlap_comm, std::move(on_taken));
   reducer_->set_timers(breakdown_timers());
-  if (stage == 3) coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero);
+  if (stage == 3)
+    coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero,
+                                                                nvme_params ? make_param_swapper(config_, *layout_) : nullptr);
   lr_ = schedule_.lr(0);
   // Building and sharding the model freed what it no longer holds (whole parameters, staging
   // copies); the host policy never trims the heap, so without this those pages would stay resident
@@ -369,6 +398,13 @@ ModelStateBytes EngineCore::model_state_bytes() const {
   for (auto& [name, state] : optimizer_->replicated_state()) bytes.optimizer += state.nbytes();
   if (swapper_) bytes.optimizer += swapper_->buffer_bytes();
   return bytes;
+}
+
+io::SwapStats EngineCore::take_swap_stats() {
+  io::SwapStats stats;
+  if (swapper_) stats += swapper_->take_stats();
+  if (coordinator_ && coordinator_->swapper()) stats += coordinator_->swapper()->take_stats();
+  return stats;
 }
 
 zero::ParamStatus EngineCore::param_status(const at::Tensor& param) const {

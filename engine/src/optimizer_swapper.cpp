@@ -168,8 +168,8 @@ void OptimizerSwapper::write(size_t name, int64_t offset, const float* src, int6
   if (count > 0) writer_->sync_pwrite(src, count * sizeof(float), path_of(name), offset * sizeof(float));
 }
 
-SwapStats OptimizerSwapper::take_stats() {
-  const SwapStats stats = stats_;
+io::SwapStats OptimizerSwapper::take_stats() {
+  const io::SwapStats stats = stats_;
   stats_ = {};
   return stats;
 }

@@ -1,6 +1,9 @@
 // The one table of the DeepSpeed keys that dstrain reads, checks and keeps, but does not act on
 // yet. A change that makes a key act removes its row here (and its "not acted on" mark in
 // docs/config.md); the engine warns about each row that a config sets (Config::keys_not_acted_on).
+#include <algorithm>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
 #include "dstrain/runtime/config.hpp"
@@ -16,16 +19,24 @@ enum class When {
   Enabled,  // a kept block that is present and not {"enabled": false}, {} or null
 };
 
+// Another key having this (string) value.
+struct Condition {
+  const char* path = nullptr;  // null: no condition
+  const char* value = nullptr;
+};
+
 struct Row {
   const char* path;  // dotted, as written in a config
   When when;
-  // Acted on, so silent, when this other key has this (string) value; null: never.
-  const char* unless_path = nullptr;
-  const char* unless_value = nullptr;
+  // Acted on, so silent, when any of these holds.
+  Condition unless[2] = {};
 };
 
 // The keys that act only when the optimizer state is swapped to NVMe.
 constexpr const char* kOptimizerDevice = "zero_optimization.offload_optimizer.device";
+// The keys that act only when the parameters are swapped to NVMe (stage 3; the engine refuses
+// "nvme" at other stages).
+constexpr const char* kParamDevice = "zero_optimization.offload_param.device";
 
 const Row kNotActedOn[] = {
     // Top level.
@@ -60,19 +71,24 @@ const Row kNotActedOn[] = {
     {"zero_optimization.allgather_partitions", When::Changed},
     {"zero_optimization.load_from_fp32_weights", When::Changed},
     {"zero_optimization.elastic_checkpoint", When::Changed},
-    // Parameters stay in memory; "cpu" is acted on (the engine says they are in host memory).
-    {"zero_optimization.offload_param", When::Changed, "zero_optimization.offload_param.device", "cpu"},
-    {"zero_optimization.offload_optimizer.nvme_path", When::Changed, kOptimizerDevice, "nvme"},
-    {"zero_optimization.offload_optimizer.buffer_count", When::Changed, kOptimizerDevice, "nvme"},
-    {"zero_optimization.offload_optimizer.pipeline_read", When::Changed, kOptimizerDevice, "nvme"},
-    {"zero_optimization.offload_optimizer.pipeline_write", When::Changed, kOptimizerDevice, "nvme"},
+    // offload_param.device acts for "cpu" (the engine says the parameters are in host memory) and
+    // "nvme"; its other keys with "nvme" only.
+    {"zero_optimization.offload_param.nvme_path", When::Changed, {{kParamDevice, "nvme"}}},
+    {"zero_optimization.offload_param.buffer_count", When::Changed, {{kParamDevice, "nvme"}}},
+    {"zero_optimization.offload_param.buffer_size", When::Changed, {{kParamDevice, "nvme"}}},
+    {"zero_optimization.offload_param.max_in_cpu", When::Changed, {{kParamDevice, "nvme"}}},
+    {"zero_optimization.offload_param.pin_memory", When::Changed},  // swap buffers are always locked
+    {"zero_optimization.offload_optimizer.nvme_path", When::Changed, {{kOptimizerDevice, "nvme"}}},
+    {"zero_optimization.offload_optimizer.buffer_count", When::Changed, {{kOptimizerDevice, "nvme"}}},
+    {"zero_optimization.offload_optimizer.pipeline_read", When::Changed, {{kOptimizerDevice, "nvme"}}},
+    {"zero_optimization.offload_optimizer.pipeline_write", When::Changed, {{kOptimizerDevice, "nvme"}}},
     {"zero_optimization.offload_optimizer.pin_memory", When::Changed},  // swap buffers are always locked
     {"zero_optimization.offload_optimizer.fast_init", When::Changed},
     {"zero_optimization.offload_optimizer.ratio", When::Changed},
     {"zero_optimization.offload_optimizer.super_offload", When::Changed},
     {"zero_optimization.offload_optimizer.convert_grad_on_cpu", When::Changed},
     {"zero_optimization.offload_optimizer.cpuadam_cores_perc", When::Changed},
-    {"zero_optimization.sub_group_size", When::Changed, kOptimizerDevice, "nvme"},
+    {"zero_optimization.sub_group_size", When::Changed, {{kOptimizerDevice, "nvme"}}},
     {"zero_optimization.stage3_model_persistence_threshold", When::Changed},
     {"zero_optimization.stage3_gather_16bit_weights_on_model_save", When::Changed},
     {"zero_optimization.stage3_module_granularity_threshold", When::Changed},
@@ -99,8 +115,8 @@ const Row kNotActedOn[] = {
     {"zero_optimization.zeropp_loco_param", When::Changed},
     {"zero_optimization.zenflow", When::Changed},
     {"zero_optimization.leaf_module", When::Changed},
-    // The swap handles of offload_optimizer take the aio block.
-    {"aio", When::Changed, kOptimizerDevice, "nvme"},
+    // The swap handles of offload_optimizer and offload_param take the aio block.
+    {"aio", When::Changed, {{kOptimizerDevice, "nvme"}, {kParamDevice, "nvme"}}},
     {"aio.use_gds", When::Changed},
     // Pipeline.
     {"pipeline.seed_layers", When::Changed},
@@ -172,9 +188,10 @@ std::vector<std::string> Config::keys_not_acted_on() const {
   for (const Row& row : kNotActedOn) {
     const auto pointer = pointer_of(row.path);
     if (!effective.contains(pointer)) continue;
-    if (row.unless_path && effective.contains(pointer_of(row.unless_path)) &&
-        effective.at(pointer_of(row.unless_path)) == row.unless_value)
-      continue;
+    const bool acted_on = std::any_of(std::begin(row.unless), std::end(row.unless), [&](const Condition& c) {
+      return c.path && effective.contains(pointer_of(c.path)) && effective.at(pointer_of(c.path)) == c.value;
+    });
+    if (acted_on) continue;
     const json& value = effective.at(pointer);
     bool set = false;
     switch (row.when) {

@@ -1,10 +1,12 @@
-// NVMe optimizer offload against the in-memory engine, the independent reference: the same
-// fused kernel on the same elements, so losses and weights must match bit for bit, at every stage,
-// every pipelining choice, and through checkpoints taken with and without offload.
+// NVMe optimizer and parameter offload against the in-memory engine, the independent reference:
+// the same fused kernel on the same elements, and all-gathers of the same chunk values, so losses
+// and weights must match bit for bit, at every stage, every pipelining choice, and through
+// checkpoints taken with and without offload.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "dstrain/comm/distributed.hpp"
@@ -14,6 +16,7 @@
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
+#include "dstrain/zero/param_swapper.hpp"
 
 namespace {
 
@@ -31,6 +34,11 @@ struct Offload {
   int64_t sub_group_size = 3000;  // a few sub-groups of the ~30k-element shard, the last one ragged
   int buffer_count = 9;
   std::string optimizer = "AdamW";
+  // offload_param to NVMe (stage 3).
+  bool params = false;
+  int param_buffer_count = 5;
+  int64_t param_buffer_size = 100000000;
+  int64_t max_in_cpu = 0;
 };
 
 // A folder on the build machine's disk (tmpfs may lack O_DIRECT), fresh per test and world size.
@@ -60,6 +68,12 @@ nlohmann::json config_json(int stage, const Offload& offload, const std::string&
                                  {"buffer_count", offload.buffer_count},
                                  {"pipeline_read", offload.pipeline_read},
                                  {"pipeline_write", offload.pipeline_write}};
+  if (offload.params)
+    zero["offload_param"] = {{"device", "nvme"},
+                             {"nvme_path", nvme_path},
+                             {"buffer_count", offload.param_buffer_count},
+                             {"buffer_size", offload.param_buffer_size},
+                             {"max_in_cpu", offload.max_in_cpu}};
   return {{"train_micro_batch_size_per_gpu", kGlobalBatch / world},
           {"gradient_clipping", 0.5},
           {"optimizer", optimizer},
@@ -107,12 +121,30 @@ void require_same_weights(Engine& a, Engine& b) {
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-// ZeRO's shard of the model: every parameter padded to a multiple of the world size, 1/world of each.
-int64_t shard_numel() {
+// ZeRO's chunks of the model: every parameter padded to a multiple of the world size, 1/world of each.
+std::vector<int64_t> chunk_numels() {
   const int world = ds::comm::get_world_size();
+  std::vector<int64_t> chunks;
+  for (const at::Tensor& p : make_model()->parameters()) chunks.push_back(round_up(p.numel(), world) / world);
+  return chunks;
+}
+
+int64_t shard_numel() {
   int64_t numel = 0;
-  for (const at::Tensor& p : make_model()->parameters()) numel += round_up(p.numel(), world) / world;
+  for (int64_t chunk : chunk_numels()) numel += chunk;
   return numel;
+}
+
+// The parameter swap file: the chunks past the first max_in_cpu elements, each padded to 1024.
+int64_t param_file_bytes(int64_t max_in_cpu) {
+  int64_t resident = 0, bytes = 0;
+  for (int64_t chunk : chunk_numels()) {
+    if (bytes == 0 && resident + chunk <= max_in_cpu)
+      resident += chunk;
+    else
+      bytes += round_up(chunk, 1024) * 4;
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -149,7 +181,7 @@ TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", 
           REQUIRE(losses == expected);  // bitwise
           require_same_weights(*reference, *engine);
           // Each step reads and writes the three files whole, once.
-          const ds::SwapStats stats = engine->take_swap_stats();
+          const ds::io::SwapStats stats = engine->take_swap_stats();
           CHECK(stats.read_bytes == int64_t{kSteps} * 3 * round_up(shard, 1024) * 4);
           CHECK(stats.write_bytes == stats.read_bytes);
           CHECK(engine->model_state_bytes().optimizer == swap.buffer_bytes());
@@ -233,6 +265,131 @@ TEST_CASE("a swap file cut short mid-run ends the step with the file and offset"
   auto engine = make_engine(2, offload, nvme);
   train(*engine, 0, 2);
   const std::string victim = engine->optimizer_swapper()->path_of(2);  // exp_avg_sq
+  REQUIRE(::truncate(victim.c_str(), 8192) == 0);
+  try {
+    train(*engine, 2, 3);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.path() == victim);
+    REQUIRE(e.offset().has_value());
+    CHECK(*e.offset() >= 8192);
+  }
+}
+
+TEST_CASE("NVMe parameter offload, alone and with the optimizer's, reproduces the in-memory engine", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("params");
+  constexpr int kSteps = 20;
+  auto reference = make_engine(3, {}, nvme);
+  const std::vector<double> expected = train(*reference, 0, kSteps);
+  const int64_t in_memory_bytes = reference->model_state_bytes().parameters;
+  struct Case {
+    const char* name;
+    bool optimizer;
+    int buffer_count;
+    int64_t max_in_cpu;
+  };
+  // One buffer: every gather waits for the previous one to give its buffer back. Five: reads run
+  // ahead. A third of the shard resident (max_in_cpu): both kinds of chunk in one step.
+  for (const Case& c : {Case{"parameters, one buffer", false, 1, 0}, Case{"parameters, five buffers", false, 5, 0},
+                        Case{"parameters and optimizer, a third resident", true, 5, shard_numel() / 3}}) {
+    DYNAMIC_SECTION(c.name) {
+      Offload offload;
+      offload.params = true;
+      offload.param_buffer_count = c.buffer_count;
+      offload.max_in_cpu = c.max_in_cpu;
+      offload.on = c.optimizer;
+      offload.pipeline_read = offload.pipeline_write = c.optimizer;
+      std::string folder;
+      {
+        auto engine = make_engine(3, offload, nvme);
+        const ds::zero::ParamSwapper& swap = *engine->parameter_coordinator()->swapper();
+        folder = swap.folder();
+        REQUIRE(fs::path(folder).parent_path() == fs::path(nvme));
+        REQUIRE(static_cast<int64_t>(fs::file_size(swap.path())) == param_file_bytes(c.max_in_cpu));
+        REQUIRE(swap.resident_numel() + swap.swapped_numel() == shard_numel());
+        engine->take_swap_stats();  // the initial writes
+
+        REQUIRE(train(*engine, 0, kSteps) == expected);  // bitwise
+        require_same_weights(*reference, *engine);
+        // Each step writes every swapped chunk once (plus the optimizer's three files whole).
+        const ds::io::SwapStats stats = engine->take_swap_stats();
+        const int64_t optimizer_bytes = c.optimizer ? 3 * round_up(shard_numel(), 1024) * 4 : 0;
+        CHECK(stats.write_bytes == kSteps * (param_file_bytes(c.max_in_cpu) + optimizer_bytes));
+        CHECK(stats.read_bytes >= stats.write_bytes);  // every chunk is read at least once a step
+        // The partition is not in memory: only the swap buffers and the resident chunks are.
+        CHECK(engine->model_state_bytes().parameters < in_memory_bytes);
+      }
+      CHECK(!fs::exists(folder));  // removed with the engine
+    }
+  }
+}
+
+TEST_CASE("checkpoints move between runs with parameters on NVMe and in memory", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("param_checkpoint");
+  const std::string dir = nvme + "/checkpoints";
+  Offload offload;
+  offload.params = true;
+  offload.on = true;
+  auto reference = make_engine(3, {}, nvme);
+  const std::vector<double> expected = train(*reference, 0, 12);
+  const std::vector<double> tail(expected.begin() + 6, expected.end());
+  for (bool save_offloaded : {true, false}) {
+    DYNAMIC_SECTION("saved " << (save_offloaded ? "offloaded" : "in memory")) {
+      auto first = make_engine(3, save_offloaded ? offload : Offload{}, nvme);
+      train(*first, 0, 6);
+      first->save_checkpoint(dir, "mid");
+      auto second = make_engine(3, save_offloaded ? Offload{} : offload, nvme);
+      second->load_checkpoint(dir, "mid");
+      REQUIRE(second->global_steps() == 6);
+      REQUIRE(train(*second, 6, 12) == tail);
+      require_same_weights(*reference, *second);
+    }
+  }
+}
+
+TEST_CASE("parameter swap buffers too small or too few, or the wrong stage, name the key and what works",
+          "[mpi][offload]") {
+  const std::string nvme = nvme_dir("param_buffers");
+  Offload offload;
+  offload.params = true;
+  const std::vector<int64_t> chunks = chunk_numels();
+  const int64_t largest = *std::max_element(chunks.begin(), chunks.end());
+  offload.param_buffer_size = largest - 1;
+  try {
+    make_engine(3, offload, nvme);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.key() == std::string("zero_optimization.offload_param.buffer_size"));
+    CHECK_THAT(e.message(), Contains("set buffer_size to " + std::to_string(largest)));
+  }
+  offload.param_buffer_size = largest;
+  offload.param_buffer_count = 0;
+  try {
+    make_engine(3, offload, nvme);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.key() == std::string("zero_optimization.offload_param.buffer_count"));
+    CHECK_THAT(e.message(), Contains("set buffer_count to 1"));
+  }
+  offload.param_buffer_count = 1;
+  REQUIRE_NOTHROW(make_engine(3, offload, nvme));  // the values named work
+  try {
+    make_engine(2, offload, nvme);
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.key() == std::string("zero_optimization.offload_param.device"));
+    CHECK_THAT(e.message(), Contains("stage 2"));
+  }
+}
+
+TEST_CASE("a parameter swap file cut short mid-run ends the forward with the file and offset", "[mpi][offload]") {
+  if (ds::comm::get_world_size() != 1) return;  // one rank failing alone would leave the others waiting
+  const std::string nvme = nvme_dir("param_fault");
+  Offload offload;
+  offload.params = true;
+  auto engine = make_engine(3, offload, nvme);
+  train(*engine, 0, 2);
+  const std::string victim = engine->parameter_coordinator()->swapper()->path();
   REQUIRE(::truncate(victim.c_str(), 8192) == 0);
   try {
     train(*engine, 2, 3);

@@ -500,23 +500,37 @@ TEST_CASE("keys not acted on: the NVMe optimizer offload makes its keys, sub_gro
   const std::vector<std::string> expected = {"zero_optimization.offload_optimizer.pin_memory",
                                              "zero_optimization.offload_optimizer.fast_init", "aio.use_gds"};
   CHECK(ds::Config::from_json(config).keys_not_acted_on() == expected);
-  // The same keys without NVMe do nothing and say so; parameter offload to NVMe is not built.
+  // The same keys without NVMe do nothing and say so; parameter offload to NVMe at stage 3 acts.
   json cpu = offload;
   cpu["device"] = "cpu";
   const json off = with({{"zero_optimization", {{"stage", 3}, {"sub_group_size", 1000}, {"offload_optimizer", cpu},
                                                 {"offload_param", {{"device", "nvme"}, {"nvme_path", "/nvme"}}}}},
                          {"aio", {{"block_size", 4096}}}});
   const std::vector<std::string> expected_off = {
-      "zero_optimization.offload_param",
       "zero_optimization.offload_optimizer.nvme_path",
       "zero_optimization.offload_optimizer.buffer_count",
       "zero_optimization.offload_optimizer.pipeline_read",
       "zero_optimization.offload_optimizer.pipeline_write",
       "zero_optimization.offload_optimizer.pin_memory",
       "zero_optimization.offload_optimizer.fast_init",
-      "zero_optimization.sub_group_size",
-      "aio"};
+      "zero_optimization.sub_group_size"};
   CHECK(ds::Config::from_json(off).keys_not_acted_on() == expected_off);
+}
+
+TEST_CASE("keys not acted on: offload_param's keys and aio act with device nvme, not with cpu", "[config]") {
+  const json param = {{"device", "nvme"}, {"nvme_path", "/nvme"}, {"buffer_count", 3}, {"buffer_size", 5000},
+                      {"max_in_cpu", 0}, {"pin_memory", true}};
+  const json nvme = with({{"zero_optimization", {{"stage", 3}, {"offload_param", param}}}, {"aio", {{"queue_depth", 4}}}});
+  CHECK(ds::Config::from_json(nvme).keys_not_acted_on() ==
+        std::vector<std::string>{"zero_optimization.offload_param.pin_memory"});
+  json cpu = param;
+  cpu["device"] = "cpu";
+  const json on_cpu = with({{"zero_optimization", {{"stage", 3}, {"offload_param", cpu}}}, {"aio", {{"queue_depth", 4}}}});
+  const std::vector<std::string> expected = {
+      "zero_optimization.offload_param.nvme_path", "zero_optimization.offload_param.buffer_count",
+      "zero_optimization.offload_param.buffer_size", "zero_optimization.offload_param.max_in_cpu",
+      "zero_optimization.offload_param.pin_memory", "aio"};
+  CHECK(ds::Config::from_json(on_cpu).keys_not_acted_on() == expected);
 }
 
 TEST_CASE("Batch sizes: any two derive the third; one alone uses DeepSpeed's rule", "[config]") {

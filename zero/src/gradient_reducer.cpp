@@ -32,7 +32,7 @@ class GradientReadyHook : public torch::autograd::FunctionPostHook {
 GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
                                  int64_t bucket_numel, bool overlap, TakenFn on_taken)
     : params_(std::move(params)), layout_(layout), group_(group), overlap_(overlap), on_taken_(std::move(on_taken)) {
-  grad_shard_ = at::zeros({layout_.shard_numel()}, at::dtype(at::kFloat).device(params_.front().device()));
+  options_ = at::dtype(at::kFloat).device(params_.front().device());
   bucket_of_.resize(params_.size());
   delivered_.assign(params_.size(), false);
 
@@ -103,7 +103,7 @@ void GradientReducer::pack(size_t i, const at::Tensor& grad) {
   const int64_t width = bucket.shard_end - bucket.shard_begin;
   if (!bucket.buffer.defined()) {
     bucket.direct = direct_;
-    at::Tensor slice = direct_ ? grad_shard_.narrow(0, bucket.shard_begin, width) : at::Tensor();
+    at::Tensor slice = direct_ ? shard().narrow(0, bucket.shard_begin, width) : at::Tensor();
     if (direct_ && layout_.partitions() == 1) {
       bucket.buffer = slice;
     } else {
@@ -134,7 +134,7 @@ void GradientReducer::launch(Bucket& bucket) {
   if (!bucket.result.defined())
     bucket.result = layout_.partitions() == 1
                         ? bucket.buffer
-                        : at::empty({bucket.shard_end - bucket.shard_begin}, grad_shard_.options());
+                        : at::empty({bucket.shard_end - bucket.shard_begin}, options_);
   if (local_only_) {
     complete(bucket);
     return;
@@ -160,7 +160,7 @@ void GradientReducer::complete(Bucket& bucket) {
     ScopedTimer timer(timers_, "reduce_wait");
     bucket.work->wait();
   }
-  if (!bucket.direct) grad_shard_.narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
+  if (!bucket.direct) shard().narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
   bucket.work.reset();
   if (bucket.storage.defined()) spares_.push_back(std::move(bucket.storage));
   bucket.storage = at::Tensor();
@@ -193,10 +193,19 @@ at::Tensor GradientReducer::spare_buffer(int64_t numel) {
     spares_.erase(it);
     return buffer;
   }
-  return at::empty({numel}, grad_shard_.options());
+  return at::empty({numel}, options_);
+}
+
+at::Tensor& GradientReducer::shard() {
+  // Allocated when first used (the first backward writes it directly), not at construction: at
+  // stage 3 the model's partitioned parameters are freed by then, so the allocator can reuse or
+  // unmap their memory instead of the shard landing on top of it.
+  if (!grad_shard_.defined()) grad_shard_ = at::empty({layout_.shard_numel()}, options_);
+  return grad_shard_;
 }
 
 const at::Tensor& GradientReducer::grad_shard() {
+  shard();
   if (shard_stale_) {
     grad_shard_.zero_();
     shard_stale_ = false;
@@ -205,7 +214,7 @@ const at::Tensor& GradientReducer::grad_shard() {
 }
 
 int64_t GradientReducer::bytes() const {
-  int64_t total = grad_shard_.nbytes();
+  int64_t total = grad_shard_.defined() ? grad_shard_.nbytes() : 0;
   for (const Bucket& bucket : buckets_)
     if (bucket.storage.defined()) total += bucket.storage.nbytes();
   for (const at::Tensor& spare : spares_) total += spare.nbytes();

@@ -9,14 +9,21 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/zero/init.hpp"
 #include "dstrain/zero/module.hpp"
+#include "dstrain/zero/param_swapper.hpp"
 
 namespace ds::zero {
 
 ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const ShardLayout& layout,
-                                           comm::Backend& group, const ZeroConfig& config)
-    : layout_(layout), group_(group), config_(config) {
+                                           comm::Backend& group, const ZeroConfig& config,
+                                           std::unique_ptr<ParamSwapper> swapper)
+    : layout_(layout), group_(group), config_(config), swapper_(std::move(swapper)) {
   if (params.empty()) throw Error("ZeRO stage 3: the model has no trainable parameters");
-  model_shard_ = at::empty({layout_.shard_numel()}, params.front().options().requires_grad(false));
+  options_ = params.front().options().requires_grad(false);
+  if (swapper_ && options_.dtype() != at::kFloat)
+    throw Error("offload_param.device \"nvme\" swaps fp32 parameters; this model's are " +
+                std::string(c10::toString(options_.dtype().toScalarType())))
+        .with_key("zero_optimization.offload_param.device");
+  if (!swapper_) model_shard_ = at::empty({layout_.shard_numel()}, options_);
   params_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     Param& p = params_[i];
@@ -25,7 +32,14 @@ ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const
     p.persistent = params[i].numel() <= config_.stage3_param_persistence_threshold;
     index_of_[params[i].unsafeGetTensorImpl()] = i;
     at::NoGradGuard no_grad;
-    layout_.copy_rank_chunk(i, params[i].detach(), layout_.chunk_view(i, model_shard_));
+    if (swapper_) {
+      // One chunk at a time through memory: the whole partition never is.
+      const at::Tensor chunk = at::empty({layout_.slot(i).chunk}, options_);
+      layout_.copy_rank_chunk(i, params[i].detach(), chunk);
+      swapper_->store_range(chunk.data_ptr<float>(), layout_.slot(i).shard_offset, chunk.numel());
+    } else {
+      layout_.copy_rank_chunk(i, params[i].detach(), layout_.chunk_view(i, model_shard_));
+    }
     if (p.persistent && is_partitioned(params[i]))
       wait_available(i);  // built partitioned under another persistence threshold: gather it once
     else if (p.persistent)
@@ -33,9 +47,11 @@ ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const
     else
       free_whole(i);
   }
+  if (swapper_) swapper_->finish_writes();  // the file whole on disk before step 1
 }
 
 ParameterCoordinator::~ParameterCoordinator() {
+  // Before the swapper goes: a gather in flight may still read one of its buffers.
   for (Param& p : params_)
     if (p.work) p.work->wait();
 }
@@ -69,28 +85,43 @@ const std::vector<size_t>& ParameterCoordinator::own_params(torch::nn::Module& m
 void ParameterCoordinator::post_gather(size_t i) {
   Param& p = params_[i];
   const ParamSlot& slot = layout_.slot(i);
-  p.gather_buffer = at::empty({slot.chunk * layout_.partitions()}, model_shard_.options());
-  p.work = group_.all_gather_into_async(p.gather_buffer, layout_.chunk_view(i, model_shard_));
+  p.gather_buffer = at::empty({slot.chunk * layout_.partitions()}, options_);
+  at::Tensor input;
+  if (swapper_) {
+    // Every buffer held by a gather in flight: the oldest finishes first (every rank posts the
+    // same gathers in the same order, so waiting for an earlier one cannot deadlock).
+    while (!swapper_->can_acquire(i)) wait_available(gathering_.front());
+    input = at::from_blob(const_cast<float*>(swapper_->acquire(i)), {slot.chunk}, options_);
+    if (swapper_->swapped(i)) gathering_.push_back(i);
+  } else {
+    input = layout_.chunk_view(i, model_shard_);
+  }
+  p.work = group_.all_gather_into_async(p.gather_buffer, input);
   p.status = ParamStatus::Inflight;
+}
+
+void ParameterCoordinator::finish_gather(size_t i) {
+  Param& p = params_[i];
+  p.work->wait();
+  p.work.reset();
+  if (!swapper_) return;
+  swapper_->release(i);
+  gathering_.erase(std::remove(gathering_.begin(), gathering_.end(), i), gathering_.end());
 }
 
 void ParameterCoordinator::wait_available(size_t i) {
   Param& p = params_[i];
   if (p.status == ParamStatus::Available) return;
   if (p.status == ParamStatus::NotAvailable) post_gather(i);
-  p.work->wait();
-  p.work.reset();
+  finish_gather(i);
   p.tensor.set_data(p.gather_buffer.narrow(0, 0, layout_.slot(i).numel).view(p.shape));
   p.status = ParamStatus::Available;
 }
 
 void ParameterCoordinator::free_whole(size_t i) {
   Param& p = params_[i];
-  if (p.work) {
-    p.work->wait();
-    p.work.reset();
-  }
-  p.tensor.set_data(at::empty({0}, model_shard_.options()));
+  if (p.work) finish_gather(i);
+  p.tensor.set_data(at::empty({0}, options_));
   p.gather_buffer = at::Tensor();
   p.status = ParamStatus::NotAvailable;
 }
@@ -196,6 +227,7 @@ void ParameterCoordinator::prefetch_after(torch::nn::Module& module) {
   if (!trace_complete_) return;
   int64_t budget = config_.stage3_prefetch_bucket_size;
   int64_t live = live_numel();
+  if (swapper_) read_ahead(trace_position_, true);
   for (size_t pos = trace_position_; pos < trace_.size() && budget > 0; ++pos)
     for (size_t i : own_params(*trace_[pos]))
       if (!prefetch(i, budget, live)) return;
@@ -207,9 +239,28 @@ void ParameterCoordinator::prefetch_before(size_t trace_index) {
   if (!trace_complete_ || trace_index >= trace_.size()) return;
   int64_t budget = config_.stage3_prefetch_bucket_size;
   int64_t live = live_numel();
+  if (swapper_) read_ahead(trace_index, false);
   for (size_t pos = trace_index; pos-- > 0 && budget > 0;)
     for (size_t i : own_params(*trace_[pos]))
       if (!prefetch(i, budget, live)) return;
+}
+
+void ParameterCoordinator::read_ahead(size_t from, bool forward) {
+  // Before the prefetch: the reads of the chunks it is about to gather go first, then those of the
+  // parameters after them, as far as the buffers go.
+  auto visit = [&](size_t pos) {
+    for (size_t i : own_params(*trace_[pos]))
+      if (!params_[i].persistent && params_[i].status == ParamStatus::NotAvailable && !swapper_->read_ahead(i))
+        return false;
+    return true;
+  };
+  if (forward) {
+    for (size_t pos = from; pos < trace_.size(); ++pos)
+      if (!visit(pos)) return;
+  } else {
+    for (size_t pos = from; pos-- > 0;)
+      if (!visit(pos)) return;
+  }
 }
 
 int64_t ParameterCoordinator::live_numel() const {
@@ -235,6 +286,7 @@ void ParameterCoordinator::release_all() {
     if (!params_[i].persistent) free_whole(i);
   }
   stack_.clear();
+  if (swapper_) swapper_->drop_read_ahead();
 }
 
 void ParameterCoordinator::acquire_all() {
@@ -247,11 +299,17 @@ void ParameterCoordinator::release_acquired_all() {
 
 void ParameterCoordinator::load_shard_range(const at::Tensor& values, int64_t shard_offset) {
   at::NoGradGuard no_grad;
+  if (swapper_) {
+    const at::Tensor fp32 = values.to(at::kFloat).contiguous();
+    swapper_->store_range(fp32.data_ptr<float>(), shard_offset, fp32.numel());
+    return;
+  }
   model_shard_.narrow(0, shard_offset, values.numel()).copy_(values);
 }
 
 void ParameterCoordinator::regather_persistent() {
   at::NoGradGuard no_grad;
+  if (swapper_) swapper_->finish_writes();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].persistent) continue;
     post_gather(i);
@@ -260,7 +318,7 @@ void ParameterCoordinator::regather_persistent() {
 }
 
 int64_t ParameterCoordinator::bytes() const {
-  int64_t total = model_shard_.nbytes();
+  int64_t total = swapper_ ? swapper_->memory_bytes() : model_shard_.nbytes();
   for (const Param& p : params_) {
     if (p.gather_buffer.defined())
       total += p.gather_buffer.nbytes();

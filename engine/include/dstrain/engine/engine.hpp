@@ -15,7 +15,8 @@
 //             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr, and the
 //             model weights are refreshed from it (copied at stage 0, all-gathered at 1-2, kept as
 //             shards at 3). With offload_optimizer on NVMe the master and optimizer state live
-//             in swap files and the update runs sub-group by sub-group (step_offloaded).
+//             in swap files and the update runs sub-group by sub-group (step_offloaded); with
+//             offload_param on NVMe stage 3's parameter chunks live in a swap file (ParamSwapper).
 // Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
 #pragma once
 
@@ -82,8 +83,9 @@ class EngineCore {
   comm::Backend& dp_group() const { return *group_; }
   TimerRegistry& timers() { return timers_; }
   ModelStateBytes model_state_bytes() const;
-  // NVMe offload of the optimizer state: the swap I/O since the last call (zeros without offload).
-  SwapStats take_swap_stats() { return swapper_ ? swapper_->take_stats() : SwapStats{}; }
+  // NVMe offload of the optimizer state and of stage 3's parameters: the swap I/O of both since
+  // the last call (zeros without offload).
+  io::SwapStats take_swap_stats();
   const OptimizerSwapper* optimizer_swapper() const { return swapper_.get(); }
   zero::ParamStatus param_status(const at::Tensor& param) const;
   // Stage 3's parameter coordinator (null below stage 3), e.g. for zero::GatheredParameters.

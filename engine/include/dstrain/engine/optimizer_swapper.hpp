@@ -29,18 +29,9 @@
 #include "dstrain/io/aio_settings.hpp"
 #include "dstrain/io/locked_buffers.hpp"
 #include "dstrain/io/raw_aio_handle.hpp"
+#include "dstrain/io/swap_stats.hpp"
 
 namespace ds {
-
-// The swapper's I/O since the last take_stats(): bytes moved, the seconds from queueing each
-// sub-group's transfers to seeing them complete, and the seconds the caller was blocked waiting.
-struct SwapStats {
-  int64_t read_bytes = 0;
-  int64_t write_bytes = 0;
-  double read_seconds = 0;
-  double write_seconds = 0;
-  double wait_seconds = 0;
-};
 
 class OptimizerSwapper {
  public:
@@ -97,8 +88,8 @@ class OptimizerSwapper {
   void read(size_t name, int64_t offset, float* dst, int64_t count);
   void write(size_t name, int64_t offset, const float* src, int64_t count);
 
-  // The I/O since the last call, then starts counting again.
-  SwapStats take_stats();
+  // The I/O since the last call (read/write seconds per sub-group), then starts counting again.
+  io::SwapStats take_stats();
 
  private:
   int64_t padded(int64_t numel) const;
@@ -118,7 +109,7 @@ class OptimizerSwapper {
   int64_t writing_ = -1;  // the sub-group whose writes are queued, -1 for none
   double read_queued_at_ = 0;
   double write_queued_at_ = 0;
-  SwapStats stats_;
+  io::SwapStats stats_;
 };
 
 }  // namespace ds

@@ -90,6 +90,8 @@ class GradientReducer {
   void launch(Bucket& bucket);
   void complete(Bucket& bucket);
   void reset_buckets();
+  // The gradient shard, allocated on the first call; stale until written.
+  at::Tensor& shard();
   // A buffer of at least numel elements: a spare one if any is large enough.
   at::Tensor spare_buffer(int64_t numel);
 
@@ -101,8 +103,9 @@ class GradientReducer {
   TimerRegistry* timers_ = nullptr;
   bool reducing_ = true;
   bool local_only_ = false;
-  at::Tensor grad_shard_;
-  bool shard_stale_ = false;   // zero_grad_shard() was called and nothing was written since
+  at::TensorOptions options_;  // fp32 on the parameters' device
+  at::Tensor grad_shard_;      // allocated by shard() on first use
+  bool shard_stale_ = true;    // zero_grad_shard() was called (or nothing was ever written) since
   bool direct_ = false;        // this backward's buckets write straight into the shard
   bool backward_started_ = false;
   std::vector<Bucket> buckets_;

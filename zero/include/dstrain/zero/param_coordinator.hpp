@@ -17,11 +17,17 @@
 // (kept whole until the caller is done), as DeepSpeed does. Module calls made during backward
 // (activation checkpointing recomputing a block) gather and release as in forward but leave the
 // recorded order alone.
+//
+// With a ParamSwapper (offload_param.device "nvme") the chunks live in its swap file instead of a
+// shard in memory: a gather takes its input from the swapper's buffer and gives it back once the
+// gather is done; beyond the prefetch window, the chunks of the next parameters in the recorded
+// order (forward, then reversed in backward) are read ahead while buffers are free.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -38,11 +44,14 @@ class Work;
 
 namespace ds::zero {
 
+class ParamSwapper;
+
 class ParameterCoordinator : public ModuleHooks {
  public:
-  // Partitions `params` (the model's, in order): keeps this rank's chunks, frees the rest.
+  // Partitions `params` (the model's, in order): keeps this rank's chunks, in memory or, given a
+  // swapper (fp32 parameters only), in its file; frees the rest.
   ParameterCoordinator(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
-                       const ZeroConfig& config);
+                       const ZeroConfig& config, std::unique_ptr<ParamSwapper> swapper = nullptr);
   ~ParameterCoordinator() override;
 
   void pre_forward(torch::nn::Module& module) override;
@@ -54,8 +63,8 @@ class ParameterCoordinator : public ModuleHooks {
   // External parameters found for `module` (returned to it by a child, or registered explicitly).
   size_t external_parameter_count(const torch::nn::Module& module) const;
 
-  // This rank's chunk of every parameter, in the model's dtype, shaped as the layout's shard.
-  const at::Tensor& model_shard() const { return model_shard_; }
+  // Where this rank's chunks live with offload_param on NVMe; null when they are in memory.
+  ParamSwapper* swapper() const { return swapper_.get(); }
   // Start of an engine forward: the recorded module order is complete once a second forward starts.
   void begin_forward();
   // Start of an engine backward.
@@ -69,7 +78,7 @@ class ParameterCoordinator : public ModuleHooks {
   void gradient_taken(size_t param_index);
   // End of backward (or of an evaluation forward): release everything not persistent.
   void release_all();
-  // Bytes of parameter data held now: the shard plus every whole parameter.
+  // Bytes of parameter data held now: the shard (or the swapper's memory) plus every whole parameter.
   int64_t bytes() const;
   // Every parameter whole (acquire_all) and back (release_acquired_all): GatheredParameters.
   void acquire_all();
@@ -93,6 +102,8 @@ class ParameterCoordinator : public ModuleHooks {
 
   const std::vector<size_t>& own_params(torch::nn::Module& module);
   void post_gather(size_t i);
+  // Waits for parameter i's posted gather and gives its swap buffer back.
+  void finish_gather(size_t i);
   void wait_available(size_t i);
   void acquire(size_t i);
   void release(size_t i);
@@ -102,6 +113,9 @@ class ParameterCoordinator : public ModuleHooks {
   // Posts the gather of parameter i if it is not whole and the limits allow; false once they do not.
   bool prefetch(size_t i, int64_t& budget, int64_t& live);
   bool reused_soon(size_t i);
+  // Queues swap reads of the parameters the recorded order needs next, from trace position `from`
+  // on (forward) or before it (backward), while the swapper has free buffers.
+  void read_ahead(size_t from, bool forward);
   int64_t live_numel() const;
 
   const ShardLayout& layout_;
@@ -109,7 +123,10 @@ class ParameterCoordinator : public ModuleHooks {
   ZeroConfig config_;
   std::vector<Param> params_;
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl* -> parameter index
-  at::Tensor model_shard_;
+  at::TensorOptions options_;   // the parameters' dtype and device
+  at::Tensor model_shard_;       // this rank's chunks, shard-shaped; undefined with a swapper
+  std::unique_ptr<ParamSwapper> swapper_;
+  std::deque<size_t> gathering_; // swapped parameters whose gathers hold a swap buffer, oldest first
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> own_params_;
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> external_;
   std::vector<Frame> stack_;

@@ -1,0 +1,126 @@
+// ds::zero::ParamSwapper: ZeRO-Infinity's parameter partitions on NVMe (offload_param.device "nvme").
+//
+// Stage 3 keeps one chunk of every parameter on each rank (ShardLayout). With a swapper those
+// chunks live in one file, <folder>/params.swp, instead of memory, except the first parameters'
+// chunks up to max_in_cpu elements, which stay resident (DeepSpeed's meaning of the key). Each
+// swapped chunk has its own 4096-aligned range of the file, so every transfer goes O_DIRECT from
+// one of buffer_count locked buffers. The ParameterCoordinator drives it:
+//
+//   swapper.read_ahead(j);              // along the recorded module order, while buffers are free
+//   const float* chunk = swapper.acquire(i);  // i's chunk in memory: the all-gather's input
+//   ...all-gather from chunk, wait...
+//   swapper.release(i);                 // the buffer is free; the file copy stays valid
+//
+// and after the optimizer step the new values come back a shard range at a time (store_range,
+// in shard order, each element once), are gathered per chunk in a buffer and written out whole;
+// finish_writes() waits for them before the next reads.
+//
+// Buffers are as large as the largest swapped chunk (rounded up to 1024 elements); buffer_size is
+// DeepSpeed's upper bound on that. Torch-free: raw fp32 pointers, one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dstrain/io/aio_settings.hpp"
+#include "dstrain/io/locked_buffers.hpp"
+#include "dstrain/io/raw_aio_handle.hpp"
+#include "dstrain/io/swap_stats.hpp"
+
+namespace ds::zero {
+
+class ParamSwapper {
+ public:
+  struct Chunk {
+    int64_t shard_offset = 0;  // where the chunk starts in this rank's shard (ShardLayout)
+    int64_t numel = 0;
+  };
+  struct Options {
+    std::string nvme_path;  // offload_param.nvme_path: the folder is created in it
+    int rank = 0;           // names the folder
+    std::vector<Chunk> chunks;  // one per parameter, in shard order
+    int buffer_count = 0;       // offload_param.buffer_count
+    int64_t buffer_size = 0;    // offload_param.buffer_size: the largest swapped chunk allowed
+    int64_t max_in_cpu = 0;     // offload_param.max_in_cpu: elements kept resident
+    io::AioSettings aio;
+  };
+
+  // Checks buffer_count and buffer_size (an error naming the key and a value that works) and
+  // nvme_path (make_swap_folder's preflight), and creates the folder and its file. The file's
+  // contents are undefined until store_range() has covered every chunk.
+  explicit ParamSwapper(Options options);
+  // Waits for transfers still queued and removes the folder.
+  ~ParamSwapper();
+  ParamSwapper(const ParamSwapper&) = delete;
+  ParamSwapper& operator=(const ParamSwapper&) = delete;
+
+  bool swapped(size_t i) const { return file_offset_[i] >= 0; }
+  const std::string& folder() const { return folder_; }
+  std::string path() const;
+  int64_t resident_numel() const { return resident_numel_; }
+  int64_t swapped_numel() const;
+  // Bytes of memory held (buffers and resident chunks), and bytes of the swap file.
+  int64_t memory_bytes() const;
+  int64_t file_bytes() const { return file_bytes_; }
+
+  // Queues the read of chunk i into a free buffer; false when none is free (nothing queued).
+  // True at once for a resident chunk or one already in a buffer.
+  bool read_ahead(size_t i);
+  // Whether acquire(i) finds a buffer: i is resident or buffered, or a buffer is free or holds a
+  // read-ahead chunk (which acquire then gives up). False when every buffer is acquired.
+  bool can_acquire(size_t i) const;
+  // Chunk i in memory (numel valid elements), until release(i). Waits for its read.
+  const float* acquire(size_t i);
+  void release(size_t i);
+  // Frees the buffers of chunks read ahead and not acquired (e.g. the model took another path).
+  void drop_read_ahead();
+
+  // Shard elements [shard_offset, shard_offset + count) hold new values: each swapped chunk is
+  // written once all of its elements have come (ranges come in shard order).
+  void store_range(const float* values, int64_t shard_offset, int64_t count);
+  // Waits for the writes: then the file holds every stored value.
+  void finish_writes();
+
+  // The I/O since the last call, then starts counting again.
+  io::SwapStats take_stats();
+
+ private:
+  enum class State { Free, Reading, Acquired, Staging, Writing };
+  struct Buffer {
+    float* data = nullptr;
+    State state = State::Free;
+    size_t param = 0;
+    int64_t staged = 0;  // Staging: elements of the chunk stored so far
+    int64_t order = 0;   // Reading: when it was queued (the latest is given up first)
+  };
+
+  int64_t padded(size_t i) const;
+  // A buffer for chunk i: a free one, else one whose writes have finished, else the latest
+  // read-ahead; -1 when all are acquired or staging.
+  int take_buffer(bool may_wait_writes);
+  void wait_reads();
+  void wait_writes();
+
+  Options options_;
+  std::string folder_;
+  std::vector<int64_t> file_offset_;          // per chunk: byte offset in the file, -1 if resident
+  std::vector<std::vector<float>> resident_;  // per chunk: its values when resident
+  std::vector<int> buffer_of_;                // per chunk: the buffer reading, holding or staging it
+  int64_t resident_numel_ = 0;
+  int64_t buffer_numel_ = 0;
+  int64_t file_bytes_ = 0;
+  io::LockedBuffers memory_;  // before the handles: their destructors wait for I/O into these
+  std::vector<Buffer> buffers_;
+  std::unique_ptr<io::RawAioHandle> reader_;
+  std::unique_ptr<io::RawAioHandle> writer_;
+  bool reads_queued_ = false;
+  bool writes_queued_ = false;
+  int64_t next_order_ = 0;
+  double read_queued_at_ = 0;
+  double write_queued_at_ = 0;
+  io::SwapStats stats_;
+};
+
+}  // namespace ds::zero

@@ -1,0 +1,261 @@
+#include "dstrain/zero/param_swapper.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "dstrain/io/swap_preflight.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+
+namespace ds::zero {
+namespace {
+
+constexpr int64_t kAlignElements = io::kDirectIoAlignment / sizeof(float);
+constexpr const char* kKey = "zero_optimization.offload_param";
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
+  const size_t n = options_.chunks.size();
+  file_offset_.assign(n, -1);
+  resident_.resize(n);
+  buffer_of_.assign(n, -1);
+  // The first chunks in shard order stay in memory up to max_in_cpu elements; the rest go to the
+  // file, each at a 4096-aligned offset.
+  int64_t largest = 0;
+  size_t largest_at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t numel = options_.chunks[i].numel;
+    if (file_bytes_ == 0 && resident_numel_ + numel <= options_.max_in_cpu) {
+      resident_numel_ += numel;
+      resident_[i].resize(numel);
+      continue;
+    }
+    file_offset_[i] = file_bytes_;
+    file_bytes_ += padded(i) * static_cast<int64_t>(sizeof(float));
+    if (numel > largest) largest = numel, largest_at = i;
+  }
+  if (file_bytes_ > 0) {
+    if (largest > options_.buffer_size)
+      throw Error("buffer_size is " + std::to_string(options_.buffer_size) + " elements, but parameter " +
+                  std::to_string(largest_at) + "'s chunk on this rank has " + std::to_string(largest) +
+                  ": set buffer_size to " + std::to_string(largest) + " or more")
+          .with_key(std::string(kKey) + ".buffer_size")
+          .with_rank(options_.rank);
+    if (options_.buffer_count < 1)
+      throw Error("buffer_count is " + std::to_string(options_.buffer_count) +
+                  ", but swapping parameters needs a buffer for the chunk being all-gathered (more let reads run "
+                  "ahead of the gathers): set buffer_count to 1 or more (DeepSpeed's default is 5)")
+          .with_key(std::string(kKey) + ".buffer_count")
+          .with_rank(options_.rank);
+    buffer_numel_ = round_up(largest, kAlignElements);
+  }
+
+  folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-param-rank" + std::to_string(options_.rank),
+                                 std::string(kKey) + ".nvme_path", file_bytes_);
+  try {
+    if (file_bytes_ > 0) {
+      for (int b = 0; b < options_.buffer_count; ++b)
+        buffers_.push_back({static_cast<float*>(memory_.allocate(buffer_numel_ * sizeof(float)))});
+      reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
+      writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
+    }
+  } catch (...) {
+    reader_.reset();
+    writer_.reset();
+    remove_tree(folder_);
+    throw;
+  }
+  log::info("offload_param: ", swapped_numel(), " fp32 elements of this rank's parameter partition on NVMe in ",
+            folder_, ", ", resident_numel_, " in memory (max_in_cpu), ", buffers_.size(), " buffers of ",
+            buffer_numel_, " elements (", buffers_.size() * buffer_numel_ * sizeof(float) / 1e6, " MB)");
+}
+
+ParamSwapper::~ParamSwapper() {
+  // The handles' destructors wait for queued I/O (and log its errors) before the file goes.
+  writer_.reset();
+  reader_.reset();
+  try {
+    remove_tree(folder_);
+  } catch (const Error& e) {
+    log::warn_all("offload_param: could not remove the swap folder: ", e.what());
+  }
+}
+
+std::string ParamSwapper::path() const { return folder_ + "/params.swp"; }
+
+int64_t ParamSwapper::padded(size_t i) const { return round_up(options_.chunks[i].numel, kAlignElements); }
+
+int64_t ParamSwapper::swapped_numel() const {
+  int64_t numel = 0;
+  for (size_t i = 0; i < options_.chunks.size(); ++i)
+    if (swapped(i)) numel += options_.chunks[i].numel;
+  return numel;
+}
+
+int64_t ParamSwapper::memory_bytes() const {
+  return static_cast<int64_t>(buffers_.size()) * buffer_numel_ * sizeof(float) + resident_numel_ * sizeof(float);
+}
+
+int ParamSwapper::take_buffer(bool may_wait_writes) {
+  auto find = [&](State state) {
+    int best = -1;
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (buffers_[b].state == state && (best < 0 || buffers_[b].order > buffers_[best].order)) best = static_cast<int>(b);
+    return best;
+  };
+  int b = find(State::Free);
+  if (b < 0 && may_wait_writes && find(State::Writing) >= 0) {
+    wait_writes();
+    b = find(State::Free);
+  }
+  if (b < 0 && (b = find(State::Reading)) >= 0) {
+    // Give up the chunk read furthest ahead: the others are needed sooner.
+    wait_reads();
+    buffer_of_[buffers_[b].param] = -1;
+  }
+  if (b >= 0) buffers_[b].state = State::Free;
+  return b;
+}
+
+bool ParamSwapper::read_ahead(size_t i) {
+  if (!swapped(i) || buffer_of_[i] >= 0) return true;
+  wait_writes();  // a chunk is never read while its new values are being written
+  int b = -1;
+  for (size_t k = 0; k < buffers_.size() && b < 0; ++k)
+    if (buffers_[k].state == State::Free) b = static_cast<int>(k);
+  if (b < 0) return false;
+  Buffer& buffer = buffers_[b];
+  reader_->async_pread(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
+  if (!reads_queued_) read_queued_at_ = now();
+  reads_queued_ = true;
+  stats_.read_bytes += padded(i) * sizeof(float);
+  buffer.state = State::Reading;
+  buffer.param = i;
+  buffer.order = next_order_++;
+  buffer_of_[i] = b;
+  return true;
+}
+
+bool ParamSwapper::can_acquire(size_t i) const {
+  if (!swapped(i) || buffer_of_[i] >= 0) return true;
+  return std::any_of(buffers_.begin(), buffers_.end(), [](const Buffer& b) {
+    return b.state == State::Free || b.state == State::Reading || b.state == State::Writing;
+  });
+}
+
+const float* ParamSwapper::acquire(size_t i) {
+  if (!swapped(i)) return resident_[i].data();
+  wait_writes();
+  if (buffer_of_[i] < 0) {
+    const int b = take_buffer(false);
+    if (b < 0)
+      throw Error("offload_param: every one of the " + std::to_string(buffers_.size()) +
+                  " buffers holds a chunk being gathered; set buffer_count higher")
+          .with_key(std::string(kKey) + ".buffer_count")
+          .with_rank(options_.rank);
+    if (!read_ahead(i)) throw Error("offload_param: internal error, no buffer for parameter " + std::to_string(i));
+  }
+  wait_reads();
+  Buffer& buffer = buffers_[buffer_of_[i]];
+  buffer.state = State::Acquired;
+  return buffer.data;
+}
+
+void ParamSwapper::release(size_t i) {
+  if (!swapped(i) || buffer_of_[i] < 0) return;
+  buffers_[buffer_of_[i]].state = State::Free;
+  buffer_of_[i] = -1;
+}
+
+void ParamSwapper::drop_read_ahead() {
+  wait_reads();
+  for (Buffer& buffer : buffers_)
+    if (buffer.state == State::Reading) {
+      buffer.state = State::Free;
+      buffer_of_[buffer.param] = -1;
+    }
+}
+
+void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_t count) {
+  const int64_t end = shard_offset + count;
+  // The first chunk ending past shard_offset; chunks are in shard order.
+  auto first = std::upper_bound(options_.chunks.begin(), options_.chunks.end(), shard_offset,
+                                [](int64_t offset, const Chunk& c) { return offset < c.shard_offset + c.numel; });
+  for (size_t i = first - options_.chunks.begin(); i < options_.chunks.size(); ++i) {
+    const Chunk& chunk = options_.chunks[i];
+    if (chunk.shard_offset >= end) break;
+    const int64_t lo = std::max(shard_offset, chunk.shard_offset), hi = std::min(end, chunk.shard_offset + chunk.numel);
+    if (lo >= hi) continue;  // an empty chunk
+    if (!swapped(i)) {
+      std::memcpy(resident_[i].data() + (lo - chunk.shard_offset), values + (lo - shard_offset), (hi - lo) * sizeof(float));
+      continue;
+    }
+    // A chunk cut by the range's end waits in its buffer for the rest from the next range.
+    if (buffer_of_[i] < 0) {
+      const int b = take_buffer(true);
+      if (b < 0) throw Error("offload_param: internal error, no buffer to store parameter " + std::to_string(i));
+      buffers_[b] = {buffers_[b].data, State::Staging, i, 0, 0};
+      buffer_of_[i] = b;
+    }
+    Buffer& buffer = buffers_[buffer_of_[i]];
+    if (buffer.state != State::Staging)
+      throw Error("offload_param: parameter " + std::to_string(i) + " stored while it is in use");
+    std::memcpy(buffer.data + (lo - chunk.shard_offset), values + (lo - shard_offset), (hi - lo) * sizeof(float));
+    buffer.staged += hi - lo;
+    if (buffer.staged < chunk.numel) continue;
+    // Whole: out O_DIRECT, padding zeroed so the file's bytes do not depend on the buffer's past.
+    std::fill(buffer.data + chunk.numel, buffer.data + padded(i), 0.0f);
+    writer_->async_pwrite(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
+    if (!writes_queued_) write_queued_at_ = now();
+    writes_queued_ = true;
+    stats_.write_bytes += padded(i) * sizeof(float);
+    buffer.state = State::Writing;
+    buffer_of_[i] = -1;
+  }
+}
+
+void ParamSwapper::finish_writes() {
+  for (const Buffer& buffer : buffers_)
+    if (buffer.state == State::Staging)
+      throw Error("offload_param: internal error, parameter " + std::to_string(buffer.param) + " only partly stored");
+  wait_writes();
+}
+
+void ParamSwapper::wait_reads() {
+  if (!reads_queued_) return;
+  const double start = now();
+  reader_->wait();
+  const double end = now();
+  stats_.wait_seconds += end - start;
+  stats_.read_seconds += end - read_queued_at_;
+  reads_queued_ = false;
+}
+
+void ParamSwapper::wait_writes() {
+  if (!writes_queued_) return;
+  const double start = now();
+  writer_->wait();
+  const double end = now();
+  stats_.wait_seconds += end - start;
+  stats_.write_seconds += end - write_queued_at_;
+  writes_queued_ = false;
+  for (Buffer& buffer : buffers_)
+    if (buffer.state == State::Writing) buffer.state = State::Free;
+}
+
+io::SwapStats ParamSwapper::take_stats() {
+  const io::SwapStats stats = stats_;
+  stats_ = {};
+  return stats;
+}
+
+}  // namespace ds::zero
