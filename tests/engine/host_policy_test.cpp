@@ -81,8 +81,8 @@ TEST_CASE("a freed mapping is reused by the same length and unmapped before the 
   at::Tensor again = bytes_tensor(23 * kMiB);
   CHECK(again.data_ptr() == address);
   again.reset();
-  // 8 GiB more than anything this process had live: keeping the 24 MiB would raise the peak.
-  at::Tensor huge = bytes_tensor(8192 * kMiB);
+  // 2 GiB, more than anything this process had live: keeping the 24 MiB would raise the peak.
+  at::Tensor huge = bytes_tensor(2048 * kMiB);
   const auto* begin = static_cast<const char*>(huge.data_ptr());
   const bool reused_by_huge = begin <= address && address < begin + huge.nbytes();
   CHECK((reused_by_huge || !mapped(address)));
