@@ -4,18 +4,11 @@
 
 #include <cmath>
 
-// Each loop body is written once (inline) and compiled twice: for AVX2 with FMA, picked at load
-// time where the CPU has them, and for baseline x86-64. The bodies use std::fma exactly where
-// ATen's vectorized kernels fuse a multiply-add (add with alpha), so results round as torch's do.
-#if defined(__GNUC__) && defined(__x86_64__)
-#define DS_FAST_TARGET __attribute__((target("avx2,fma")))
-#define DS_HAS_FAST_TARGET (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-#else
-#define DS_FAST_TARGET
-#define DS_HAS_FAST_TARGET false
-#endif
-#define DS_BODY inline __attribute__((always_inline))
+#include "cpu_dispatch.hpp"
 
+// Each loop body is written once (inline) and compiled twice (cpu_dispatch.hpp). The bodies use
+// std::fma exactly where ATen's vectorized kernels fuse a multiply-add (add with alpha), so results
+// round as torch's do.
 namespace ds::fused {
 namespace {
 
@@ -100,15 +93,6 @@ DS_BODY double sum_of_squares_range_body(const float* __restrict__ x, int64_t n)
   for (double s : partial) total += s;
   return total;
 }
-
-// NAME(args) runs NAME_body(args) compiled for the best target this CPU has.
-#define DS_DISPATCH(name, params, args)                                   \
-  DS_FAST_TARGET auto name##_fast params { return name##_body args; }     \
-  auto name##_baseline params { return name##_body args; }                \
-  auto name params {                                                      \
-    static const bool fast = DS_HAS_FAST_TARGET;                          \
-    return fast ? name##_fast args : name##_baseline args;                \
-  }
 
 DS_DISPATCH(adam_range, (float* p, const float* g, float* m, float* v, int64_t n, const AdamScalars k),
             (p, g, m, v, n, k))

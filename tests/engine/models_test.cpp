@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "dstrain/engine/data/synthetic_source.hpp"
+#include "dstrain/engine/models/gelu.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/engine/models/mlp.hpp"
@@ -350,6 +351,40 @@ TEST_CASE("cross_entropy_loss is the mean negative log-likelihood of the targets
   expected /= 6;
   REQUIRE(ds::models::cross_entropy_loss(logits, targets).item<double>() == Approx(expected).epsilon(1e-5));
   REQUIRE(ds::models::cross_entropy_loss(logits.to(torch::kBFloat16), targets).scalar_type() == torch::kFloat);
+}
+
+TEST_CASE("gelu_tanh and its gradient equal torch's tanh GELU computed in double", "[models]") {
+  torch::manual_seed(5);
+  // Long enough to be split over threads, with an odd tail; far tails where the sigmoid saturates.
+  at::Tensor x = torch::randn({100003}) * 4;
+  x.narrow(0, 0, 6).copy_(torch::tensor({-100.0f, 100.0f, -9.0f, 0.0f, 1e-30f, -1e-30f}));
+  x.requires_grad_(true);
+  const at::Tensor weights = torch::randn({100003});
+  const at::Tensor y = ds::models::gelu_tanh(x);
+  const at::Tensor grad = torch::autograd::grad({(y * weights).sum()}, {x})[0];
+
+  const at::Tensor xd = x.detach().to(torch::kDouble).requires_grad_(true);
+  const at::Tensor yd = torch::gelu(xd, "tanh");
+  const at::Tensor gradd = torch::autograd::grad({(yd * weights.to(torch::kDouble)).sum()}, {xd})[0];
+  const auto max_error = [](const at::Tensor& ours, const at::Tensor& reference) {
+    return ((ours.to(torch::kDouble) - reference).abs() / (reference.abs() + 1e-6)).max().item<double>();
+  };
+  CHECK(max_error(y, yd) < 2e-6);
+  // The gradient cancels to zero near x = -0.75, so its relative error there is large in any fp32
+  // formula: check the absolute error, and that it is no larger than torch's own fp32 GELU's.
+  const at::Tensor xf = x.detach().clone().requires_grad_(true);
+  const at::Tensor torch_grad = torch::autograd::grad({(torch::gelu(xf, "tanh") * weights).sum()}, {xf})[0];
+  const double error = (grad.to(torch::kDouble) - gradd).abs().max().item<double>();
+  CHECK(error < 1e-6);
+  CHECK(error <= (torch_grad.to(torch::kDouble) - gradd).abs().max().item<double>());
+  CHECK(y[1].item<float>() == 100.0f);
+  CHECK(y[3].item<float>() == 0.0f);
+
+  // Tensors the kernel does not take (other dtypes, strided views) get torch's own GELU.
+  const at::Tensor bf16 = torch::randn({64}).to(torch::kBFloat16);
+  CHECK(torch::equal(ds::models::gelu_tanh(bf16), torch::gelu(bf16, "tanh")));
+  const at::Tensor strided = torch::randn({8, 8}).t();
+  CHECK(torch::equal(ds::models::gelu_tanh(strided), torch::gelu(strided, "tanh")));
 }
 
 TEST_CASE("MLPConfig reads the dstrain.model block and names the bad key", "[models]") {

@@ -1,5 +1,7 @@
 #include "dstrain/engine/models/gpt_blocks.hpp"
 
+#include "dstrain/engine/models/gelu.hpp"
+
 #include "dstrain/zero/module_call.hpp"
 
 #include <torch/torch.h>
@@ -67,7 +69,7 @@ FeedForwardImpl::FeedForwardImpl(const GPTConfig& config, at::Generator& init) :
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  const at::Tensor h = torch::gelu(ds::zero::call(c_fc, x), "tanh");
+  const at::Tensor h = gelu_tanh(ds::zero::call(c_fc, x));
   return torch::dropout(ds::zero::call(c_proj, h), dropout_, is_training());
 }
 
