@@ -5,7 +5,8 @@
 #
 # bandwidth  swap GB/s inside the step (pipelining off, so each transfer's queue-to-completion
 #            time is the transfer itself) against ds_io at the same aio settings, same folder,
-#            moving one swap_in's bytes (3 shards x one sub-group) as one request; RUNS alternations.
+#            moving one swap_in's bytes (3 shards x one sub-group) as one request; then the same
+#            for the parameters (ZeRO-3, one buffer, ds_io moving one buffer); RUNS alternations.
 # overhead   median step seconds in memory vs offloaded with pipelining off / read+write on, and the
 #            median seconds the step waited on I/O (nvme_wait_seconds); RUNS alternations.
 # memcap     the GPT of issue 13 (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
@@ -87,6 +88,32 @@ if [[ " $what " == *" bandwidth "* ]]; then
   ds_r=$(grep -h '^aggregate read' "$work"/dsr*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   ds_w=$(grep -h '^aggregate write' "$work"/dsw*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   echo "request bytes (one swap_in): $group_bytes"
+  echo "| op | swap in step GB/s | ds_io GB/s | ratio |"
+  echo "|---|---:|---:|---:|"
+  echo "| read | $swap_r | $ds_r | $(python3 -c "print(f'{$swap_r / $ds_r:.3f}')") |"
+  echo "| write | $swap_w | $ds_w | $(python3 -c "print(f'{$swap_w / $ds_w:.3f}')") |"
+
+  # Parameters: ZeRO-3 on one rank, only the parameters on NVMe, one buffer (each read is waited
+  # for as soon as it is queued, so its queue-to-completion time is the transfer itself); ds_io
+  # moves one buffer (the largest chunk) per request, at least the step's mean request.
+  echo "## parameter swap bandwidth: same GPT, ZeRO-3, -np 1, offload_param nvme, buffer_count 1, max_in_cpu 0"
+  for r in $(seq "$runs"); do
+    "$trainer" --config "$root/configs/default.json" $(model_sets "$layers" "$width") --set zero_optimization.stage=3 \
+      $(param_offload_sets) --set zero_optimization.offload_param.buffer_count=1 \
+      --set aio.block_size=$block --set aio.queue_depth=$queue --set aio.intra_op_parallelism=$threads \
+      --steps "$steps" --metrics "$work/pbw$r.jsonl" > "$work/pbw$r.log" 2>&1
+    chunk_bytes=$(grep -o 'buffers of [0-9]* elements' "$work/pbw$r.log" | head -1 | awk '{print $3 * 4}')
+    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$chunk_bytes" --block_size "$block" --queue_depth "$queue" \
+      --io_parallel "$threads" --handle --loops 3 > "$work/pdsw$r.txt"
+    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$chunk_bytes" --block_size "$block" --queue_depth "$queue" \
+      --io_parallel "$threads" --handle --loops 3 --read > "$work/pdsr$r.txt"
+    rm -f "$nvme"/ds_io_*.dat
+  done
+  swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "$work"/pbw*.jsonl)
+  swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "$work"/pbw*.jsonl)
+  ds_r=$(grep -h '^aggregate read' "$work"/pdsr*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  ds_w=$(grep -h '^aggregate write' "$work"/pdsw*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "request bytes (one buffer): $chunk_bytes"
   echo "| op | swap in step GB/s | ds_io GB/s | ratio |"
   echo "|---|---:|---:|---:|"
   echo "| read | $swap_r | $ds_r | $(python3 -c "print(f'{$swap_r / $ds_r:.3f}')") |"

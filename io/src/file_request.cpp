@@ -29,6 +29,7 @@ FileRequest::FileRequest(Direction direction, std::string path, int slices)
     ::close(buffered_fd_);
     throw Error("cannot open file with O_DIRECT").with_path(path_).with_errno(err);
   }
+  queued_at_ = std::chrono::steady_clock::now();
 }
 
 FileRequest::~FileRequest() {
@@ -39,7 +40,10 @@ FileRequest::~FileRequest() {
 void FileRequest::finish_slice(std::optional<Error> error) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (error && !error_) error_ = std::move(error);
-  if (--slices_left_ == 0) finished_.notify_all();
+  if (--slices_left_ == 0) {
+    finished_at_ = std::chrono::steady_clock::now();
+    finished_.notify_all();
+  }
 }
 
 void FileRequest::wait() {

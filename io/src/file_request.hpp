@@ -3,6 +3,7 @@
 // refuses O_DIRECT), and buffered for the unaligned rest.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,9 @@ class FileRequest {
   void finish_slice(std::optional<Error> error);
   // Blocks until every slice has finished, then throws the first slice error if there was one.
   void wait();
+  // When the request was opened (queued), and when its last slice finished (valid after wait()).
+  std::chrono::steady_clock::time_point queued_at() const { return queued_at_; }
+  std::chrono::steady_clock::time_point finished_at() const { return finished_at_; }
 
  private:
   const Direction direction_;
@@ -42,6 +46,8 @@ class FileRequest {
   std::condition_variable finished_;
   int slices_left_;
   std::optional<Error> error_;
+  std::chrono::steady_clock::time_point queued_at_;
+  std::chrono::steady_clock::time_point finished_at_;
 };
 
 }  // namespace ds::io

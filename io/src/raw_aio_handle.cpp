@@ -1,7 +1,9 @@
 #include "dstrain/io/raw_aio_handle.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
+#include <utility>
 
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -9,6 +11,27 @@
 #include "ring_worker.hpp"
 
 namespace ds::io {
+namespace {
+
+// The length of the union of the requests' [queued, finished] intervals.
+double busy_seconds_of(std::vector<std::shared_ptr<FileRequest>>& requests) {
+  std::sort(requests.begin(), requests.end(),
+            [](const auto& a, const auto& b) { return a->queued_at() < b->queued_at(); });
+  std::chrono::duration<double> busy{0};
+  std::optional<std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>> span;
+  for (const auto& request : requests) {
+    if (span && request->queued_at() <= span->second) {
+      span->second = std::max(span->second, request->finished_at());
+      continue;
+    }
+    if (span) busy += span->second - span->first;
+    span.emplace(request->queued_at(), request->finished_at());
+  }
+  if (span) busy += span->second - span->first;
+  return busy.count();
+}
+
+}  // namespace
 
 RawAioHandle::RawAioHandle(const AioSettings& settings) : settings_(settings) {
   validate(settings_);
@@ -59,6 +82,7 @@ int RawAioHandle::wait() {
       if (!first_error) first_error = error;
     }
   }
+  busy_seconds_ = busy_seconds_of(requests);
   if (first_error) throw *first_error;
   return static_cast<int>(requests.size());
 }

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "dstrain/io/locked_buffers.hpp"
 #include "dstrain/io/raw_aio_handle.hpp"
@@ -293,4 +295,36 @@ TEST_CASE("settings and requests out of range are refused", "[io]") {
   REQUIRE_THROWS_AS(handle.sync_pwrite(buffer, sizeof buffer, dir.file("x.bin"), -1), ds::Error);
   REQUIRE_THROWS_AS(handle.sync_pwrite(buffer, -1, dir.file("x.bin")), ds::Error);
   REQUIRE_THROWS_AS(handle.sync_pread(nullptr, 8, dir.file("x.bin")), ds::Error);
+}
+
+TEST_CASE("busy_seconds counts the time requests were in flight, not the caller's time before waiting", "[io]") {
+  TempDir dir;
+  const int64_t size = 4 * kPage;
+  LockedBuffers locked;
+  char* first = static_cast<char*>(locked.allocate(size));
+  char* second = static_cast<char*>(locked.allocate(size));
+  std::memset(first, 1, size);
+  std::memset(second, 2, size);
+  RawAioHandle handle(AioSettings{kPage, 4, false, true, 1});
+
+  // One request queued, then a second spent elsewhere, then a second request: the handle was idle
+  // between the first's completion and the second's queueing, and that gap is not busy time (the
+  // margin allows the first 16 KiB write half a second on a loaded disk).
+  const auto start = std::chrono::steady_clock::now();
+  handle.async_pwrite(first, size, dir.file("a.bin"));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  handle.async_pwrite(second, size, dir.file("b.bin"));
+  REQUIRE(handle.wait() == 2);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(handle.busy_seconds() > 0);
+  CHECK(handle.busy_seconds() < wall - 0.5);
+  CHECK(plain_read_all(dir.file("b.bin")) == Bytes(second, second + size));
+
+  // Alone, a request is busy from its queueing to its completion: within the wall time around it.
+  const auto before = std::chrono::steady_clock::now();
+  handle.async_pread(first, size, dir.file("b.bin"));
+  REQUIRE(handle.wait() == 1);
+  CHECK(handle.busy_seconds() > 0);
+  CHECK(handle.busy_seconds() <= std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count());
+  CHECK(Bytes(first, first + size) == Bytes(second, second + size));
 }

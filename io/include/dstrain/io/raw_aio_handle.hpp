@@ -47,6 +47,10 @@ class RawAioHandle {
   // Blocks until every queued request has finished; returns how many there were, or throws the
   // first failure once all of them have finished.
   int wait();
+  // Of the requests the last wait() waited for: the seconds during which at least one of them was
+  // in flight (the union of their queue-to-completion times). Bytes over it is the transfer rate,
+  // not counting time the caller spent elsewhere before waiting.
+  double busy_seconds() const { return busy_seconds_; }
 
   // Bytes moved so far through O_DIRECT and through the page cache, over the handle's life.
   int64_t direct_bytes() const;
@@ -59,6 +63,7 @@ class RawAioHandle {
   AioSettings settings_;
   std::vector<std::unique_ptr<RingWorker>> workers_;
   std::vector<std::shared_ptr<FileRequest>> queued_;
+  double busy_seconds_ = 0;
 };
 
 }  // namespace ds::io
