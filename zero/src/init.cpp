@@ -1,11 +1,16 @@
 #include "dstrain/zero/init.hpp"
 
 #include <ATen/ATen.h>
+
 #include <algorithm>
+#include <cstring>
+#include <exception>
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "partition_file.hpp"
 
 namespace ds::zero {
 namespace {
@@ -16,21 +21,60 @@ at::ScalarType model_dtype(const Config& config) {
   if (config.fp16().enabled) return at::kHalf;
   return at::kFloat;
 }
+
+io::AioSettings aio_settings(const AioConfig& aio) {
+  return {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
+}
+
+// A chunk built onto NVMe: the context of its storage's DataPtr, recognized by its deleter (c10's
+// pattern for storages that carry more than memory). The storage itself holds one element, the
+// chunk's first, which is all a parameter with strides 0 can reach.
+struct ChunkOnDisk {
+  std::shared_ptr<PartitionFile> file;  // shared by the chunks: the folder goes with the last one
+  int64_t offset;                       // bytes into the file
+  int64_t numel;
+  alignas(16) unsigned char first[16];
+};
+
+void delete_chunk_on_disk(void* context) { delete static_cast<ChunkOnDisk*>(context); }
+
+const ChunkOnDisk* chunk_on_disk(const at::Tensor& param) {
+  const c10::DataPtr& data = param.storage().data_ptr();
+  return data.get_deleter() == &delete_chunk_on_disk ? static_cast<const ChunkOnDisk*>(data.get_context()) : nullptr;
+}
+
+// chunk, written to file, as a tensor of `sizes` with strides 0 over a one-element storage.
+at::Tensor put_on_disk(const at::Tensor& chunk, at::IntArrayRef sizes, const std::shared_ptr<PartitionFile>& file) {
+  const int64_t offset = file->append(chunk.data_ptr(), static_cast<int64_t>(chunk.nbytes()));
+  auto* context = new ChunkOnDisk{file, offset, chunk.numel(), {}};
+  std::memcpy(context->first, chunk.data_ptr(), chunk.element_size());
+  c10::DataPtr data(context->first, context, &delete_chunk_on_disk, chunk.device());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), chunk.element_size(), std::move(data));
+  return at::empty({0}, chunk.options()).set_(storage, 0, sizes, std::vector<int64_t>(sizes.size(), 0));
+}
 }  // namespace
 
 Init::Init(const Config& config, std::shared_ptr<comm::Backend> group) {
-  if (config.zero_optimization().stage != 3) return;
+  const ZeroConfig& zero = config.zero_optimization();
+  if (zero.stage != 3) return;
   group_ = group ? std::move(group) : comm::init_distributed("mpi");
   if (group_->world_size() == 1) return;
+  if (zero.offload_param.device == OffloadDevice::Nvme)
+    file_ = std::make_shared<PartitionFile>(zero.offload_param.nvme_path, group_->rank(), aio_settings(config.aio()));
   enabled_ = true;
   dtype_ = model_dtype(config);
-  persistence_threshold_ = config.zero_optimization().stage3_param_persistence_threshold;
+  persistence_threshold_ = zero.stage3_param_persistence_threshold;
   previous_ = t_active;
   t_active = this;
 }
 
 Init::~Init() {
-  if (enabled_) t_active = previous_;
+  if (!enabled_) return;
+  t_active = previous_;
+  // Not when unwinding: the build failed, and the folder goes with the model being dropped.
+  if (file_ && std::uncaught_exceptions() == 0)
+    log::info("zero.Init: this rank's partition (", file_->bytes(), " bytes, chunks padded to 4 KiB) was built "
+              "onto NVMe in ", file_->path(), " (offload_param); the engine moves it to its swap file");
 }
 
 Init* Init::active() { return t_active; }
@@ -54,7 +98,8 @@ void Init::partition(torch::nn::Module& module) {
     const int64_t valid = std::min<int64_t>(chunk, numel - begin);
     if (valid > 0) mine.narrow(0, 0, valid).copy_(whole.view({-1}).narrow(0, begin, valid));
     whole = at::Tensor();  // freed before the next parameter is broadcast
-    param.set_data(mine.as_strided(param.sizes(), std::vector<int64_t>(param.dim(), 0)));
+    param.set_data(file_ ? put_on_disk(mine, param.sizes(), file_)
+                         : mine.as_strided(param.sizes(), std::vector<int64_t>(param.dim(), 0)));
   }
 }
 
@@ -71,8 +116,14 @@ bool is_partitioned(const at::Tensor& param) {
 
 at::Tensor partition_chunk(const at::Tensor& param) {
   if (!is_partitioned(param)) throw Error("partition_chunk: the parameter was not built partitioned");
+  const at::TensorOptions options = param.options().requires_grad(false);
+  if (const ChunkOnDisk* disk = chunk_on_disk(param)) {
+    at::Tensor chunk = at::empty({disk->numel}, options);
+    disk->file->read(disk->offset, chunk.data_ptr(), static_cast<int64_t>(chunk.nbytes()));
+    return chunk;
+  }
   const int64_t chunk = static_cast<int64_t>(param.storage().nbytes()) / param.element_size();
-  return at::empty({0}, param.options().requires_grad(false)).set_(param.storage(), 0, {chunk}, {1});
+  return at::empty({0}, options).set_(param.storage(), 0, {chunk}, {1});
 }
 
 }  // namespace ds::zero

@@ -18,6 +18,14 @@
 // A partitioned parameter keeps its whole shape (sizes(), numel() are the model's) over a storage
 // that holds only the chunk: all its strides are 0. Its values must not be read until the engine
 // has taken it over; the engine's stage 3 reads the chunk back with partition_chunk().
+//
+// With zero_optimization.offload_param.device "nvme", memory does not hold the chunks either: each
+// goes to a file in a fresh folder under offload_param.nvme_path as soon as its module is
+// partitioned (checked first as the swap folders are: errors name offload_param.nvme_path), and
+// the parameter's storage keeps one element; partition_chunk() reads the chunk back. The folder
+// is removed once no parameter refers to it: when the engine has taken every chunk over into its
+// parameter swap file, or when the model is dropped.
+//
 // Below stage 3, or on one rank, Init is inactive and models are built whole as usual.
 #pragma once
 
@@ -34,6 +42,8 @@ class Backend;
 }
 
 namespace ds::zero {
+
+class PartitionFile;
 
 class Init {
  public:
@@ -56,6 +66,7 @@ class Init {
   at::ScalarType dtype_ = at::kFloat;
   int64_t persistence_threshold_ = 0;
   Init* previous_ = nullptr;
+  std::shared_ptr<PartitionFile> file_;  // offload_param on NVMe: where the chunks go; else null
 };
 
 // For model constructors: partitions module now if an Init is active on this thread, else nothing.
@@ -73,7 +84,8 @@ auto build(const Config& config, Make&& make, std::shared_ptr<comm::Backend> gro
 
 // Whether param was built partitioned (and not yet taken over by an engine).
 bool is_partitioned(const at::Tensor& param);
-// A partitioned parameter's chunk: a flat, writable tensor of chunk elements over its storage.
+// A partitioned parameter's chunk, flat, chunk elements: a view of its storage, or, built onto
+// NVMe, a copy read from the file.
 at::Tensor partition_chunk(const at::Tensor& param);
 
 }  // namespace ds::zero
