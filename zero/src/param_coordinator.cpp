@@ -33,7 +33,8 @@ ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const
     index_of_[params[i].unsafeGetTensorImpl()] = i;
     at::NoGradGuard no_grad;
     if (swapper_) {
-      // One chunk at a time through memory: the whole partition never is.
+      // One chunk at a time through memory: the whole partition never is (a model built onto NVMe
+      // by Init is read back from its build file here, chunk by chunk).
       const at::Tensor chunk = at::empty({layout_.slot(i).chunk}, options_);
       layout_.copy_rank_chunk(i, params[i].detach(), chunk);
       swapper_->store_range(chunk.data_ptr<float>(), layout_.slot(i).shard_offset, chunk.numel());
