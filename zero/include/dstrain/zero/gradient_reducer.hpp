@@ -72,7 +72,8 @@ class GradientReducer {
   void set_timers(TimerRegistry* timers) { timers_ = timers; }
 
   // After a reducing backward: reduces what no hook delivered (unused parameters count as zero
-  // gradients), waits for every reduction and adds the results into grad_shard().
+  // gradients), waits for every reduction and adds the results into grad_shard() (or has handed
+  // them to the sink).
   void finish_backward();
 
   // Zeros a shard that zero_grad_shard() left stale before handing it out. Not with a sink.
