@@ -5,8 +5,9 @@
 #
 # bandwidth  swap GB/s inside the step (pipelining off, so each transfer's queue-to-completion
 #            time is the transfer itself) against ds_io at the same aio settings, same folder,
-#            moving one swap_in's bytes (3 shards x one sub-group) as one request; then the same
-#            for the parameters (ZeRO-3, one buffer, ds_io moving one buffer); RUNS alternations.
+#            moving one swap_in's bytes (4 files x one sub-group: 3 optimizer shards and the
+#            gradient) as one request; then the same for the parameters (ZeRO-3, one buffer,
+#            ds_io moving one buffer); RUNS alternations.
 # overhead   median step seconds in memory vs offloaded with pipelining off / read+write on, and the
 #            median seconds the step waited on I/O (nvme_wait_seconds); RUNS alternations.
 # memcap     the GPT of issue 13 (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
@@ -48,7 +49,7 @@ model_sets() {  # layers width
 offload_sets() {  # pipeline_read pipeline_write
   echo --set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme \
        --set zero_optimization.offload_optimizer.pipeline_read=$1 --set zero_optimization.offload_optimizer.pipeline_write=$2 \
-       --set zero_optimization.offload_optimizer.buffer_count=9 --set zero_optimization.sub_group_size=$sub_group \
+       --set zero_optimization.offload_optimizer.buffer_count=12 --set zero_optimization.sub_group_size=$sub_group \
        --set aio.block_size=$block --set aio.queue_depth=$queue --set aio.intra_op_parallelism=$threads
 }
 param_offload_sets() {  # every chunk on NVMe (max_in_cpu 0), DeepSpeed's 5 buffers
@@ -76,7 +77,7 @@ if [[ " $what " == *" bandwidth "* ]]; then
   for r in $(seq "$runs"); do
     "$trainer" --config "$root/configs/default.json" $(model_sets "$layers" "$width") --set zero_optimization.stage=1 \
       $(offload_sets false false) --steps "$steps" --metrics "$work/bw$r.jsonl" > "$work/bw$r.log" 2>&1
-    group_bytes=$(grep -o 'sub-group(s) of [0-9]*' "$work/bw$r.log" | awk '{print $3 * 4 * 3}')
+    group_bytes=$(grep -o 'sub-group(s) of [0-9]*' "$work/bw$r.log" | awk '{print $3 * 4 * 4}')
     "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --block_size "$block" --queue_depth "$queue" \
       --io_parallel "$threads" --handle --loops 3 > "$work/dsw$r.txt"
     "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --block_size "$block" --queue_depth "$queue" \

@@ -127,6 +127,9 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
     options.buffer_count = zero.offload_optimizer.buffer_count;
     options.pipeline_read = zero.offload_optimizer.pipeline_read;
     options.pipeline_write = zero.offload_optimizer.pipeline_write;
+    // The pipeline engine changes reduced gradients in place (the tied weight's sum, clipping by
+    // the whole pipeline's norm): under it the gradient shard stays in memory.
+    options.gradients = !config_.pipeline().stages;
     options.aio = aio_settings(config_);
     swapper_ = std::make_unique<OptimizerSwapper>(std::move(options));
     // The master shard goes to its file a sub-group at a time, never whole in memory: each
@@ -156,6 +159,10 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
                                                      zero.overlap_comm, std::move(on_taken));
   reducer_->set_timers(breakdown_timers());
+  if (swapper_ && swapper_->swaps_gradients())
+    reducer_->set_shard_sink([this](const at::Tensor& values, int64_t shard_offset, bool overwrite) {
+      swapper_->write_gradients(values.data_ptr<float>(), shard_offset, values.numel(), overwrite);
+    });
   if (stage == 3)
     coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero,
                                                                 nvme_params ? make_param_swapper(config_, *layout_) : nullptr);
@@ -232,13 +239,22 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   reducer_->set_local_only(!optimizer_->needs_reduced_gradients(optimizer_steps_ + 1));
   if (coordinator_) coordinator_->begin_backward();
   torch::autograd::backward(outputs, gradients);
-  if (reducer_->reducing()) reducer_->finish_backward();
+  if (reducer_->reducing()) {
+    reducer_->finish_backward();
+    if (reducer_->has_shard_sink()) swapped_grad_sum_of_squares_ = swapper_->finish_gradients();
+  }
   if (coordinator_) coordinator_->release_all();
 }
 
 at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].is_same(param)) return layout_->chunk_view(i, reducer_->grad_shard());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].is_same(param)) continue;
+    if (!reducer_->has_shard_sink()) return layout_->chunk_view(i, reducer_->grad_shard());
+    const zero::ParamSlot& slot = layout_->slot(i);
+    at::Tensor chunk = at::zeros({slot.chunk}, at::kFloat);
+    if (reducer_->has_gradients()) swapper_->read_gradients(slot.shard_offset, chunk.data_ptr<float>(), slot.chunk);
+    return chunk;
+  }
   throw Error("reduced_gradient_chunk: not a parameter of this engine");
 }
 
@@ -265,27 +281,45 @@ void EngineCore::step() {
   if (!boundary) return;
   ScopedTimer timer(breakdown_timers(), "step");
   at::NoGradGuard no_grad;
-  const at::Tensor& grads = reducer_->grad_shard();
   ++global_steps_;
-  if (config_.fp16().enabled) {
-    grads.div_(scaler_.scale());
-    if (!scaler_.update(any_overflow(grads))) {
+  // In memory the shard is unscaled and clipped here; on NVMe each sub-group is as step_offloaded
+  // swaps it in, by the same operations in the same order, and the norm comes from the sum of
+  // squares taken as the boundary backward wrote the file (the loss scale, a power of two, divides
+  // out exactly).
+  const bool swapped = reducer_->has_shard_sink();
+  const at::Tensor grads = swapped ? at::Tensor() : reducer_->grad_shard();
+  const bool fp16 = config_.fp16().enabled;
+  const double scale = fp16 ? scaler_.scale() : 1.0;
+  at::Tensor sum_of_squares;
+  if (swapped) {
+    const double local = reducer_->has_gradients() ? swapped_grad_sum_of_squares_ / (scale * scale) : 0.0;
+    sum_of_squares = at::full({1}, local, at::kDouble);
+    if (layout_->partitions() > 1) group_->all_reduce(sum_of_squares, comm::ReduceOp::Sum);
+  } else if (fp16) {
+    grads.div_(scale);
+  }
+  if (fp16) {
+    // A non-finite element makes the sum of squares non-finite on every rank.
+    const bool overflow = swapped ? !std::isfinite(sum_of_squares.item<double>()) : any_overflow(grads);
+    if (!scaler_.update(overflow)) {
       ++skipped_steps_;
       log::info("step ", global_steps_, ": gradient overflow, step skipped, loss scale now ", scaler_.scale());
       reducer_->zero_grad_shard();
       return;
     }
   }
-  grad_norm_ = global_grad_norm(grads);
+  grad_norm_ = swapped ? std::sqrt(sum_of_squares.item<double>()) : global_grad_norm(grads);
   const double max_norm = config_.training().gradient_clipping;
+  double clip = 1;
   if (max_norm > 0) {
     const double coefficient = max_norm / (grad_norm_ + 1e-6);
-    if (coefficient < 1) grads.mul_(coefficient);
+    if (coefficient < 1) clip = coefficient;
   }
+  if (!swapped && clip < 1) grads.mul_(clip);
   lr_ = schedule_.lr(optimizer_steps_);
   ++optimizer_steps_;
   if (swapper_) {
-    step_offloaded(grads);
+    step_offloaded(grads, scale, clip);
   } else {
     optimizer_->step(master_, grads, lr_, optimizer_steps_);
     refresh_model_from_master();
@@ -293,16 +327,26 @@ void EngineCore::step() {
   reducer_->zero_grad_shard();
 }
 
-void EngineCore::step_offloaded(const at::Tensor& grads) {
+void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double clip) {
   ScopedTimer timer(breakdown_timers(), "step_offloaded");
   OptimizerSwapper& swap = *swapper_;
-  const float* g = grads.data_ptr<float>();
+  const bool has_gradients = reducer_->has_gradients();
   for (int64_t i = 0; i < swap.sub_groups(); ++i) {
     // state[0] is the master sub-group, state[1..] the optimizer's state (pipeline_read: i + 1 is
     // being read meanwhile).
     const OptimizerSwapper::SubGroup& group = swap.swap_in(i);
-    optimizer_->step_range(group.state[0], g + group.offset, group.state.data() + 1, group.numel, lr_,
-                           optimizer_steps_);
+    const float* g = nullptr;
+    if (grads.defined()) {
+      g = grads.data_ptr<float>() + group.offset;
+    } else {
+      // The swapped-in gradient, unscaled and clipped as step() does the shard in memory.
+      at::Tensor values = at::from_blob(group.gradients, {group.numel}, at::kFloat);
+      if (!has_gradients) values.zero_();  // no backward reduced since the last step
+      if (unscale != 1) values.div_(unscale);
+      if (clip < 1) values.mul_(clip);
+      g = group.gradients;
+    }
+    optimizer_->step_range(group.state[0], g, group.state.data() + 1, group.numel, lr_, optimizer_steps_);
     swap.swap_out(i);  // pipeline_write: written while the next sub-group steps
     // The buffers stay valid until the slot's next swap_in, so the model takes the new master
     // values from them while they are written.
@@ -393,6 +437,7 @@ ModelStateBytes EngineCore::model_state_bytes() const {
   bytes.gradients = reducer_->bytes();
   for (const at::Tensor& param : params_)
     if (param.grad().defined()) bytes.gradients += param.grad().nbytes();
+  if (swapper_) bytes.gradients += swapper_->gradient_buffer_bytes();
   for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->local_state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->replicated_state()) bytes.optimizer += state.nbytes();

@@ -16,7 +16,7 @@ common=(--config "$source/configs/default.json" --set dstrain.model.n_embd=64 --
         --set train_micro_batch_size_per_gpu=null --set gradient_accumulation_steps=1 --set scheduler=null
         --set optimizer.params.lr=0.003 --set zero_optimization.stage3_param_persistence_threshold=0)
 offload=(--set zero_optimization.offload_optimizer.device=nvme --set "zero_optimization.offload_optimizer.nvme_path=$work/nvme"
-         --set zero_optimization.offload_optimizer.buffer_count=9 --set zero_optimization.sub_group_size=20000
+         --set zero_optimization.offload_optimizer.buffer_count=12 --set zero_optimization.sub_group_size=20000
          --set aio.block_size=65536)
 "$@" -np 2 "$dstrain" "${common[@]}" --set zero_optimization.stage=2 --steps 6 --metrics "$work/a.jsonl" > /dev/null
 "$@" -np 2 "$dstrain" "${common[@]}" "${offload[@]}" --set zero_optimization.stage=2 \

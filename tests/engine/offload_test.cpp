@@ -1,13 +1,16 @@
-// NVMe optimizer and parameter offload against the in-memory engine, the independent reference:
-// the same fused kernel on the same elements, and all-gathers of the same chunk values, so losses
-// and weights must match bit for bit, at every stage, every pipelining choice, and through
-// checkpoints taken with and without offload.
+// NVMe optimizer (with the gradient shard) and parameter offload against the in-memory engine, the
+// independent reference: the same fused kernel on the same elements, gradients unscaled and clipped
+// by the same operations, and all-gathers of the same chunk values, so losses and weights must
+// match bit for bit, at every stage, every pipelining choice, with gradient accumulation, and
+// through checkpoints taken with and without offload.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <optional>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
@@ -32,8 +35,9 @@ struct Offload {
   bool pipeline_read = false;
   bool pipeline_write = false;
   int64_t sub_group_size = 3000;  // a few sub-groups of the ~30k-element shard, the last one ragged
-  int buffer_count = 9;
+  int buffer_count = 12;  // Adam's 3 shards and the gradient x 3 sub-groups in memory
   std::string optimizer = "AdamW";
+  int gradient_accumulation = 1;
   // offload_param to NVMe (stage 3).
   bool params = false;
   int param_buffer_count = 5;
@@ -74,7 +78,8 @@ nlohmann::json config_json(int stage, const Offload& offload, const std::string&
                              {"buffer_count", offload.param_buffer_count},
                              {"buffer_size", offload.param_buffer_size},
                              {"max_in_cpu", offload.max_in_cpu}};
-  return {{"train_micro_batch_size_per_gpu", kGlobalBatch / world},
+  return {{"train_micro_batch_size_per_gpu", kGlobalBatch / world / offload.gradient_accumulation},
+          {"gradient_accumulation_steps", offload.gradient_accumulation},
           {"gradient_clipping", 0.5},
           {"optimizer", optimizer},
           {"zero_optimization", zero},
@@ -120,6 +125,26 @@ void require_same_weights(Engine& a, Engine& b) {
 }
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// The ds::Error that fn throws (the test fails when it throws none).
+ds::Error caught_error(const std::function<void()>& fn) {
+  std::optional<ds::Error> error;
+  try {
+    fn();
+  } catch (const ds::Error& e) {
+    error = e;
+  }
+  REQUIRE(error.has_value());
+  return *error;
+}
+
+// fn throws a ds::Error naming `key` whose message contains `text`; returned for more checks.
+ds::Error expect_error(const std::function<void()>& fn, const std::string& key, const std::string& text) {
+  const ds::Error error = caught_error(fn);
+  CHECK(error.key() == key);
+  CHECK_THAT(error.message(), Contains(text));
+  return error;
+}
 
 // ZeRO's chunks of the model: every parameter padded to a multiple of the world size, 1/world of each.
 std::vector<int64_t> chunk_numels() {
@@ -170,25 +195,88 @@ TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", 
           const ds::OptimizerSwapper& swap = *engine->optimizer_swapper();
           folder = swap.folder();
           REQUIRE(fs::path(folder).parent_path() == fs::path(nvme));
-          // Adam's master, exp_avg and exp_avg_sq, each one file of the padded shard.
+          // Adam's master, exp_avg and exp_avg_sq and the fp32 gradient, each one file of the padded shard.
           const int64_t shard = shard_numel();
+          const auto file_bytes = static_cast<uintmax_t>(round_up(shard, 1024) * 4);
           REQUIRE(swap.names() == std::vector<std::string>{"master", "exp_avg", "exp_avg_sq"});
-          for (size_t k = 0; k < 3; ++k) REQUIRE(fs::file_size(swap.path_of(k)) == static_cast<uintmax_t>(round_up(shard, 1024) * 4));
+          for (size_t k = 0; k < 3; ++k) REQUIRE(fs::file_size(swap.path_of(k)) == file_bytes);
+          REQUIRE(swap.swaps_gradients());
+          REQUIRE(fs::path(swap.gradient_path()).parent_path() == fs::path(folder));
+          REQUIRE(fs::file_size(swap.gradient_path()) == file_bytes);
           REQUIRE(swap.sub_groups() == (shard + 3071) / 3072);
           engine->take_swap_stats();  // the initial writes
 
           const std::vector<double> losses = train(*engine, 0, kSteps);
           REQUIRE(losses == expected);  // bitwise
           require_same_weights(*reference, *engine);
-          // Each step reads and writes the three files whole, once.
+          // Each step reads the four files whole once, writes the optimizer's three back and the
+          // gradient once from backward.
           const ds::io::SwapStats stats = engine->take_swap_stats();
-          CHECK(stats.read_bytes == int64_t{kSteps} * 3 * round_up(shard, 1024) * 4);
+          CHECK(stats.read_bytes == int64_t{kSteps} * 4 * round_up(shard, 1024) * 4);
           CHECK(stats.write_bytes == stats.read_bytes);
+          // Between steps no gradient is in memory: only the gradient's swap buffers.
           CHECK(engine->model_state_bytes().optimizer == swap.buffer_bytes());
+          CHECK(engine->model_state_bytes().gradients == swap.gradient_buffer_bytes());
           REQUIRE(fs::exists(folder));
         }
         CHECK(!fs::exists(folder));  // removed with the engine
       }
+    }
+  }
+}
+
+TEST_CASE("the gradient on NVMe accumulates micro-steps and reads back as in memory", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("accumulation");
+  constexpr int kSteps = 10;  // of two micro-steps each
+  const int64_t file_bytes = round_up(shard_numel(), 1024) * 4;
+  for (int stage = 1; stage <= 3; ++stage) {
+    DYNAMIC_SECTION("stage " << stage) {
+      Offload plain;
+      plain.gradient_accumulation = 2;
+      Offload offload = plain;
+      offload.on = true;
+      offload.pipeline_read = offload.pipeline_write = true;
+      auto reference = make_engine(stage, plain, nvme);
+      auto engine = make_engine(stage, offload, nvme);
+      engine->take_swap_stats();  // the initial writes
+      auto source = ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 3}}, 64, 16);
+      auto& group = engine->dp_group();
+      const auto reference_params = reference->module()->named_parameters();
+      const auto params = engine->module()->named_parameters();
+      bool clipped = false;
+      for (int64_t micro = 0; micro < 2 * kSteps; ++micro) {
+        INFO("micro-step " << micro);
+        ds::data::Batch batch =
+            source->batch(micro, 0, group.rank(), group.world_size(), engine->train_micro_batch_size_per_gpu());
+        std::vector<double> losses;
+        for (Engine* e : {reference.get(), engine.get()}) {
+          at::Tensor loss = ds::models::cross_entropy_loss(e->forward(batch.inputs), batch.targets);
+          e->backward(loss);
+          losses.push_back(loss.item<double>());
+        }
+        REQUIRE(losses[0] == losses[1]);
+        // After a reducing backward (stages 2-3 every micro-step, the second adding to the file;
+        // stage 1 at the boundary) every chunk of the reduced gradient is the in-memory one.
+        if (stage >= 2 || reference->is_gradient_accumulation_boundary())
+          for (const auto& item : reference_params) {
+            INFO(item.key());
+            REQUIRE(torch::equal(reference->reduced_gradient_chunk(item.value()),
+                                 engine->reduced_gradient_chunk(params[item.key()])));
+          }
+        reference->step();
+        engine->step();
+        // The norm comes from sums of squares taken as the file was written, in another order.
+        CHECK(engine->last_grad_norm() == Approx(reference->last_grad_norm()).epsilon(1e-12));
+        clipped = clipped || reference->last_grad_norm() > 0.5;  // gradient_clipping is 0.5
+      }
+      CHECK(clipped);
+      require_same_weights(*reference, *engine);
+      // Per step: the four files read whole once, the optimizer's three written back; the gradient
+      // written by each reducing backward and read back before the second one adds to it.
+      const int reductions = stage >= 2 ? 2 : 1;
+      const ds::io::SwapStats stats = engine->take_swap_stats();
+      CHECK(stats.read_bytes == kSteps * (4 + reductions - 1) * file_bytes);
+      CHECK(stats.write_bytes == kSteps * (3 + reductions) * file_bytes);
     }
   }
 }
@@ -200,7 +288,7 @@ TEST_CASE("NVMe offload of SGD's momentum matches in memory", "[mpi][offload]") 
   Offload offload = plain;
   offload.on = true;
   offload.pipeline_read = offload.pipeline_write = true;
-  offload.buffer_count = 6;  // two shards (master, momentum_buffer) x three sub-groups in memory
+  offload.buffer_count = 9;  // three files (master, momentum_buffer, gradients) x three sub-groups in memory
   auto reference = make_engine(2, plain, nvme);
   auto engine = make_engine(2, offload, nvme);
   REQUIRE(engine->optimizer_swapper()->names() == std::vector<std::string>{"master", "momentum_buffer"});
@@ -238,22 +326,14 @@ TEST_CASE("too few swap buffers, or a missing path, name the key and what would 
   Offload offload;
   offload.on = true;
   offload.pipeline_read = offload.pipeline_write = true;
-  offload.buffer_count = 4;  // DeepSpeed's default; Adam's 3 shards x 3 sub-groups need 9
-  try {
-    make_engine(2, offload, nvme);
-    FAIL("no error");
-  } catch (const ds::Error& e) {
-    CHECK(e.key() == std::string("zero_optimization.offload_optimizer.buffer_count"));
-    CHECK_THAT(e.message(), Contains("set buffer_count to 9"));
-  }
-  offload.buffer_count = 9;
-  try {
-    make_engine(2, offload, nvme + "/absent");
-    FAIL("no error");
-  } catch (const ds::Error& e) {
-    CHECK(e.key() == std::string("zero_optimization.offload_optimizer.nvme_path"));
-    CHECK(e.path() == nvme + "/absent");
-  }
+  offload.buffer_count = 4;  // DeepSpeed's default; Adam's 3 shards and the gradient x 3 sub-groups need 12
+  expect_error([&] { make_engine(2, offload, nvme); }, "zero_optimization.offload_optimizer.buffer_count",
+               "set buffer_count to 12");
+  offload.buffer_count = 12;
+  REQUIRE_NOTHROW(make_engine(2, offload, nvme));  // the value named works
+  const ds::Error absent = expect_error([&] { make_engine(2, offload, nvme + "/absent"); },
+                                        "zero_optimization.offload_optimizer.nvme_path", "does not exist");
+  CHECK(absent.path() == nvme + "/absent");
 }
 
 TEST_CASE("a swap file cut short mid-run ends the step with the file and offset", "[mpi][offload]") {
@@ -266,14 +346,10 @@ TEST_CASE("a swap file cut short mid-run ends the step with the file and offset"
   train(*engine, 0, 2);
   const std::string victim = engine->optimizer_swapper()->path_of(2);  // exp_avg_sq
   REQUIRE(::truncate(victim.c_str(), 8192) == 0);
-  try {
-    train(*engine, 2, 3);
-    FAIL("no error");
-  } catch (const ds::Error& e) {
-    CHECK(e.path() == victim);
-    REQUIRE(e.offset().has_value());
-    CHECK(*e.offset() >= 8192);
-  }
+  const ds::Error error = caught_error([&] { train(*engine, 2, 3); });
+  CHECK(error.path() == victim);
+  REQUIRE(error.offset().has_value());
+  CHECK(*error.offset() >= 8192);
 }
 
 TEST_CASE("NVMe parameter offload, alone and with the optimizer's, reproduces the in-memory engine", "[mpi][offload]") {
@@ -311,9 +387,10 @@ TEST_CASE("NVMe parameter offload, alone and with the optimizer's, reproduces th
 
         REQUIRE(train(*engine, 0, kSteps) == expected);  // bitwise
         require_same_weights(*reference, *engine);
-        // Each step writes every swapped chunk once (plus the optimizer's three files whole).
+        // Each step writes every swapped chunk once (plus the optimizer's three files and the
+        // gradient whole).
         const ds::io::SwapStats stats = engine->take_swap_stats();
-        const int64_t optimizer_bytes = c.optimizer ? 3 * round_up(shard_numel(), 1024) * 4 : 0;
+        const int64_t optimizer_bytes = c.optimizer ? 4 * round_up(shard_numel(), 1024) * 4 : 0;
         CHECK(stats.write_bytes == kSteps * (param_file_bytes(c.max_in_cpu) + optimizer_bytes));
         CHECK(stats.read_bytes >= stats.write_bytes);  // every chunk is read at least once a step
         // The partition is not in memory: only the swap buffers and the resident chunks are.
@@ -355,31 +432,15 @@ TEST_CASE("parameter swap buffers too small or too few, or the wrong stage, name
   const std::vector<int64_t> chunks = chunk_numels();
   const int64_t largest = *std::max_element(chunks.begin(), chunks.end());
   offload.param_buffer_size = largest - 1;
-  try {
-    make_engine(3, offload, nvme);
-    FAIL("no error");
-  } catch (const ds::Error& e) {
-    CHECK(e.key() == std::string("zero_optimization.offload_param.buffer_size"));
-    CHECK_THAT(e.message(), Contains("set buffer_size to " + std::to_string(largest)));
-  }
+  expect_error([&] { make_engine(3, offload, nvme); }, "zero_optimization.offload_param.buffer_size",
+               "set buffer_size to " + std::to_string(largest));
   offload.param_buffer_size = largest;
   offload.param_buffer_count = 0;
-  try {
-    make_engine(3, offload, nvme);
-    FAIL("no error");
-  } catch (const ds::Error& e) {
-    CHECK(e.key() == std::string("zero_optimization.offload_param.buffer_count"));
-    CHECK_THAT(e.message(), Contains("set buffer_count to 1"));
-  }
+  expect_error([&] { make_engine(3, offload, nvme); }, "zero_optimization.offload_param.buffer_count",
+               "set buffer_count to 1");
   offload.param_buffer_count = 1;
   REQUIRE_NOTHROW(make_engine(3, offload, nvme));  // the values named work
-  try {
-    make_engine(2, offload, nvme);
-    FAIL("no error");
-  } catch (const ds::Error& e) {
-    CHECK(e.key() == std::string("zero_optimization.offload_param.device"));
-    CHECK_THAT(e.message(), Contains("stage 2"));
-  }
+  expect_error([&] { make_engine(2, offload, nvme); }, "zero_optimization.offload_param.device", "stage 2");
 }
 
 TEST_CASE("a parameter swap file cut short mid-run ends the forward with the file and offset", "[mpi][offload]") {
@@ -391,12 +452,8 @@ TEST_CASE("a parameter swap file cut short mid-run ends the forward with the fil
   train(*engine, 0, 2);
   const std::string victim = engine->parameter_coordinator()->swapper()->path();
   REQUIRE(::truncate(victim.c_str(), 8192) == 0);
-  try {
-    train(*engine, 2, 3);
-    FAIL("no error");
-  } catch (const ds::Error& e) {
-    CHECK(e.path() == victim);
-    REQUIRE(e.offset().has_value());
-    CHECK(*e.offset() >= 8192);
-  }
+  const ds::Error error = caught_error([&] { train(*engine, 2, 3); });
+  CHECK(error.path() == victim);
+  REQUIRE(error.offset().has_value());
+  CHECK(*error.offset() >= 8192);
 }

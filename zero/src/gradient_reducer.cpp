@@ -102,9 +102,9 @@ void GradientReducer::pack(size_t i, const at::Tensor& grad) {
   Bucket& bucket = buckets_[bucket_of_[i]];
   const int64_t width = bucket.shard_end - bucket.shard_begin;
   if (!bucket.buffer.defined()) {
-    bucket.direct = direct_;
-    at::Tensor slice = direct_ ? shard().narrow(0, bucket.shard_begin, width) : at::Tensor();
-    if (direct_ && layout_.partitions() == 1) {
+    bucket.direct = direct_ && !sink_;
+    at::Tensor slice = bucket.direct ? shard().narrow(0, bucket.shard_begin, width) : at::Tensor();
+    if (bucket.direct && layout_.partitions() == 1) {
       bucket.buffer = slice;
     } else {
       bucket.storage = spare_buffer(layout_.partitions() * width);
@@ -160,7 +160,10 @@ void GradientReducer::complete(Bucket& bucket) {
     ScopedTimer timer(timers_, "reduce_wait");
     bucket.work->wait();
   }
-  if (!bucket.direct) shard().narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
+  if (sink_)
+    sink_(bucket.result, bucket.shard_begin, direct_);
+  else if (!bucket.direct)
+    shard().narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
   bucket.work.reset();
   if (bucket.storage.defined()) spares_.push_back(std::move(bucket.storage));
   bucket.storage = at::Tensor();
@@ -205,6 +208,7 @@ at::Tensor& GradientReducer::shard() {
 }
 
 const at::Tensor& GradientReducer::grad_shard() {
+  if (sink_) throw Error("GradientReducer: the gradient shard is not in memory (its reductions go to a sink)");
   shard();
   if (shard_stale_) {
     grad_shard_.zero_();

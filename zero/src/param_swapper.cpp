@@ -1,10 +1,10 @@
 #include "dstrain/zero/param_swapper.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "dstrain/io/swap_preflight.hpp"
+#include "dstrain/io/swap_units.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
@@ -12,14 +12,7 @@
 namespace ds::zero {
 namespace {
 
-constexpr int64_t kAlignElements = io::kDirectIoAlignment / sizeof(float);
 constexpr const char* kKey = "zero_optimization.offload_param";
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 }  // namespace
 
@@ -56,7 +49,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
                   "ahead of the gathers): set buffer_count to 1 or more (DeepSpeed's default is 5)")
           .with_key(std::string(kKey) + ".buffer_count")
           .with_rank(options_.rank);
-    buffer_numel_ = round_up(largest, kAlignElements);
+    buffer_numel_ = io::round_up(largest, io::kAlignElements);
   }
 
   folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-param-rank" + std::to_string(options_.rank),
@@ -92,7 +85,7 @@ ParamSwapper::~ParamSwapper() {
 
 std::string ParamSwapper::path() const { return folder_ + "/params.swp"; }
 
-int64_t ParamSwapper::padded(size_t i) const { return round_up(options_.chunks[i].numel, kAlignElements); }
+int64_t ParamSwapper::padded(size_t i) const { return io::round_up(options_.chunks[i].numel, io::kAlignElements); }
 
 int64_t ParamSwapper::swapped_numel() const {
   int64_t numel = 0;
@@ -135,7 +128,7 @@ bool ParamSwapper::read_ahead(size_t i) {
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
   reader_->async_pread(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
-  if (!reads_queued_) read_queued_at_ = now();
+  if (!reads_queued_) read_queued_at_ = io::now();
   reads_queued_ = true;
   stats_.read_bytes += padded(i) * sizeof(float);
   buffer.state = State::Reading;
@@ -215,7 +208,7 @@ void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_
     // Whole: out O_DIRECT, padding zeroed so the file's bytes do not depend on the buffer's past.
     std::fill(buffer.data + chunk.numel, buffer.data + padded(i), 0.0f);
     writer_->async_pwrite(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
-    if (!writes_queued_) write_queued_at_ = now();
+    if (!writes_queued_) write_queued_at_ = io::now();
     writes_queued_ = true;
     stats_.write_bytes += padded(i) * sizeof(float);
     buffer.state = State::Writing;
@@ -232,9 +225,9 @@ void ParamSwapper::finish_writes() {
 
 void ParamSwapper::wait_reads() {
   if (!reads_queued_) return;
-  const double start = now();
+  const double start = io::now();
   reader_->wait();
-  const double end = now();
+  const double end = io::now();
   stats_.wait_seconds += end - start;
   stats_.read_seconds += end - read_queued_at_;
   reads_queued_ = false;
@@ -242,9 +235,9 @@ void ParamSwapper::wait_reads() {
 
 void ParamSwapper::wait_writes() {
   if (!writes_queued_) return;
-  const double start = now();
+  const double start = io::now();
   writer_->wait();
-  const double end = now();
+  const double end = io::now();
   stats_.wait_seconds += end - start;
   stats_.write_seconds += end - write_queued_at_;
   writes_queued_ = false;

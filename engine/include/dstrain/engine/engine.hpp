@@ -14,8 +14,10 @@
 //   step      at the boundary: unscale and overflow check (fp16), global-norm clipping, the
 //             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr, and the
 //             model weights are refreshed from it (copied at stage 0, all-gathered at 1-2, kept as
-//             shards at 3). With offload_optimizer on NVMe the master and optimizer state live
-//             in swap files and the update runs sub-group by sub-group (step_offloaded); with
+//             shards at 3). With offload_optimizer on NVMe the master, optimizer state and
+//             gradient shard live in swap files (the reducer's results go to the gradient's
+//             file, the norm comes from sums of squares taken as it is written) and the
+//             update runs sub-group by sub-group (step_offloaded); with
 //             offload_param on NVMe stage 3's parameter chunks live in a swap file (ParamSwapper).
 // Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
 #pragma once
@@ -46,7 +48,7 @@ namespace ds {
 // Per-rank bytes of model state, as the ZeRO paper counts it.
 struct ModelStateBytes {
   int64_t parameters = 0;  // model weights held (whole, or shards under stage 3) + fp32 master shard
-  int64_t gradients = 0;   // param.grad() held + the fp32 gradient shard
+  int64_t gradients = 0;   // param.grad() held + the fp32 gradient shard (or its swap buffers)
   int64_t optimizer = 0;   // optimizer state shards
   int64_t total() const { return parameters + gradients + optimizer; }
 };
@@ -64,7 +66,8 @@ class EngineCore {
   void backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients);
   // After a reducing backward: this rank's chunk of the reduced (data-parallel averaged) gradient of
   // `param`, flat and writable (the whole gradient under ZeRO 0), e.g. to sum a tied weight's
-  // gradient across pipeline stages: every stage cuts a parameter into the same chunks.
+  // gradient across pipeline stages: every stage cuts a parameter into the same chunks. With the
+  // gradient on NVMe (offload_optimizer outside the pipeline engine) a copy read from its file.
   at::Tensor reduced_gradient_chunk(const at::Tensor& param);
   // Counts a micro-step; at the accumulation boundary updates the model.
   void step();
@@ -124,8 +127,11 @@ class EngineCore {
   // The configured optimizer, its state on `device`, over layout_ and group_; Adam's and SGD's
   // state holds state_numel elements (0 when it lives in swap files).
   std::unique_ptr<ShardOptimizer> make_optimizer(at::Device device, int64_t state_numel);
-  // The optimizer update on NVMe-resident state: for each sub-group, swap in, fused kernel, swap out.
-  void step_offloaded(const at::Tensor& grads);
+  // The optimizer update on NVMe-resident state: for each sub-group, swap in, fused kernel, swap
+  // out. grads: the gradient shard in memory, unscaled and clipped; undefined when it is swapped
+  // too, and then each swapped-in gradient sub-group is divided by `unscale` (fp16's loss scale, else
+  // 1) and multiplied by `clip` (when < 1) first.
+  void step_offloaded(const at::Tensor& grads, double unscale, double clip);
   // Refreshes the model's working copy from the whole master shard (in memory or swapped).
   void refresh_model_from_master();
   // Takes the new master values of shard elements [shard_offset, + values.numel()) into the model
@@ -159,6 +165,8 @@ class EngineCore {
   int64_t skipped_steps_ = 0;
   double lr_ = 0;
   double grad_norm_ = 0;
+  // With the gradient on NVMe: the sum of squares of the last reducing backward's result.
+  double swapped_grad_sum_of_squares_ = 0;
 };
 
 template <class ModelHolder>

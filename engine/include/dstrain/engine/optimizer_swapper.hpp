@@ -14,10 +14,16 @@
 //   swapper.finish_step();
 //
 // pipeline_read reads sub-group i+1 while i is stepped; pipeline_write writes i-1 back while i is
-// stepped. Buffers: names.size() locked buffers per sub-group in memory at once, that is one
+// stepped. Buffers: one locked buffer per file per sub-group in memory at once, that is one
 // sub-group without pipelining, two with one of them, three with both; buffer_count must cover it.
 // Reads and writes go through two io_uring handles (the aio block's settings) so a wait for the
 // next reads never waits for the previous writes.
+//
+// With Options::gradients the fp32 gradient shard is a file too, <folder>/gradients.swp: the
+// reducer's results arrive during backward as ranges of any size and alignment
+// (write_gradients), are staged in a few locked pages and go out O_DIRECT a page at a time once a
+// page is complete; swap_in reads the sub-group's gradient with its state (SubGroup::gradients)
+// and swap_out never writes it back.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +50,7 @@ class OptimizerSwapper {
     int buffer_count = 0;            // offload_optimizer.buffer_count
     bool pipeline_read = false;
     bool pipeline_write = false;
+    bool gradients = false;          // the fp32 gradient shard in gradients.swp too
     io::AioSettings aio;
   };
 
@@ -51,6 +58,7 @@ class OptimizerSwapper {
     int64_t offset = 0;  // first shard element
     int64_t numel = 0;
     std::vector<float*> state;  // one buffer per name, numel valid elements each
+    float* gradients = nullptr;  // the gradient's numel elements (Options::gradients), read, never written
   };
 
   // Checks nvme_path (exists, writable, O_DIRECT, room for every file), buffer_count (an error
@@ -68,8 +76,12 @@ class OptimizerSwapper {
   const std::vector<std::string>& names() const { return options_.names; }
   const std::string& folder() const { return folder_; }
   std::string path_of(size_t name) const;
-  // Bytes of locked buffers held, and bytes of swap files on disk.
+  bool swaps_gradients() const { return options_.gradients; }
+  std::string gradient_path() const { return folder_ + "/gradients.swp"; }
+  // Bytes of locked buffers held for the optimizer's files and for the gradient's (its sub-group
+  // buffers and staging pages), and bytes of swap files on disk.
   int64_t buffer_bytes() const;
+  int64_t gradient_buffer_bytes() const;
   int64_t file_bytes() const;
 
   // Sub-group i's state in memory: waits for its reads (queued ahead under pipeline_read), then
@@ -79,6 +91,17 @@ class OptimizerSwapper {
   void swap_out(int64_t i);
   // Waits for the writes still queued: after it the files hold the step's result.
   void finish_step();
+
+  // Gradient ranges from the reducer during backward: shard elements [offset, offset + count) are
+  // set to `values` (overwrite) or have them added (the file's values read back first). Ranges of
+  // one backward must not overlap; a few pages may be open at once (any order within that).
+  void write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite);
+  // At the end of a backward whose ranges covered the whole shard: waits for the last pages'
+  // writes, so the file holds the result. Returns the sum of squares (in double) of the values the
+  // file now holds, taken as they were staged.
+  double finish_gradients();
+  // Synchronous read of gradient elements [offset, offset + count), outside a backward.
+  void read_gradients(int64_t offset, float* dst, int64_t count);
 
   // Sets every value of one file, a sub-group at a time: `produce(offset, count, dst)` writes shard
   // elements [offset, offset + count) into dst (a swap buffer), which then goes out O_DIRECT.
@@ -92,10 +115,21 @@ class OptimizerSwapper {
   io::SwapStats take_stats();
 
  private:
+  // A page of the gradient file being staged: page `index` covers shard elements
+  // [index * page_numel_, + page_numel_) (the last one fewer).
+  struct GradientPage {
+    float* buffer = nullptr;
+    int64_t index = -1;    // -1: free
+    int64_t missing = 0;   // shard elements of the page not yet staged in this backward
+    bool writing = false;  // queued to the file; free once the writes are waited for
+  };
+
   int64_t padded(int64_t numel) const;
   void queue_reads(int64_t i);
   void wait_reads();
   void wait_writes();
+  GradientPage& open_page(int64_t index, bool overwrite);
+  void wait_gradient_writes();
 
   Options options_;
   std::string folder_;
@@ -109,6 +143,11 @@ class OptimizerSwapper {
   int64_t writing_ = -1;  // the sub-group whose writes are queued, -1 for none
   double read_queued_at_ = 0;
   double write_queued_at_ = 0;
+  std::vector<GradientPage> pages_;
+  int64_t page_numel_ = 0;
+  bool page_writes_queued_ = false;
+  double page_writes_queued_at_ = 0;
+  double gradient_sum_of_squares_ = 0;  // of the values staged since the last finish_gradients()
   io::SwapStats stats_;
 };
 

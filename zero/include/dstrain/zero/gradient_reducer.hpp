@@ -11,6 +11,8 @@
 // first reduction after zero_grad_shard() writes its results straight into the shard instead (under
 // one partition the bucket is the shard's own slice, reduced in place), so the usual step (one
 // reduction per step) needs neither bucket memory, an add pass, nor a zeroing pass.
+// With a shard sink (ZeRO-Infinity's gradient on NVMe) no shard is held at all: each bucket's result
+// goes to the sink as it completes, to overwrite or add to that range of the shard wherever it is.
 // In local-only mode (one partition only) buckets skip the collective and grad_shard() receives this
 // rank's own gradients: for an optimizer that exchanges its state itself (OneBitAdam).
 // Between reductions (gradient accumulation under ZeRO 0 and 1) autograd keeps accumulating into
@@ -42,6 +44,11 @@ class GradientReducer {
  public:
   // Called with a parameter's index once its gradient has been taken (ZeRO-3 releases it then).
   using TakenFn = std::function<void(size_t param_index)>;
+  // Takes this rank's reduced values of shard elements [shard_offset, shard_offset + values.numel())
+  // (contiguous fp32, valid during the call): they replace the range's values when `overwrite` (the
+  // first reduction after zero_grad_shard()), else add to them. Ranges of one backward never overlap
+  // and arrive in descending shard order; together they cover the whole shard.
+  using ShardSink = std::function<void(const at::Tensor& values, int64_t shard_offset, bool overwrite)>;
 
   GradientReducer(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,
                   int64_t bucket_numel, bool overlap, TakenFn on_taken = {});
@@ -57,17 +64,25 @@ class GradientReducer {
   void set_local_only(bool local_only);
   bool local_only() const { return local_only_; }
 
+  // Hands every reduced range to `sink` instead of a shard in memory (before the first backward).
+  void set_shard_sink(ShardSink sink) { sink_ = std::move(sink); }
+  bool has_shard_sink() const { return static_cast<bool>(sink_); }
+
   // Where to time the collectives (their calls and waits) as "reduce_wait"; null times nothing.
   void set_timers(TimerRegistry* timers) { timers_ = timers; }
 
   // After a reducing backward: reduces what no hook delivered (unused parameters count as zero
-  // gradients), waits for every reduction and adds the results into grad_shard().
+  // gradients), waits for every reduction and adds the results into grad_shard() (or has handed
+  // them to the sink).
   void finish_backward();
 
-  // Zeros a shard that zero_grad_shard() left stale before handing it out.
+  // Zeros a shard that zero_grad_shard() left stale before handing it out. Not with a sink.
   const at::Tensor& grad_shard();
   // Marks the shard as holding nothing; the next reduction overwrites it.
   void zero_grad_shard() { shard_stale_ = true; }
+  // Whether a reduction reached the shard (or the sink) since zero_grad_shard(): if not, the
+  // gradient is all zeros.
+  bool has_gradients() const { return !shard_stale_; }
   // Bytes this reducer holds now (the gradient shard plus buckets in flight).
   int64_t bytes() const;
 
@@ -100,6 +115,7 @@ class GradientReducer {
   comm::Backend& group_;
   bool overlap_;
   TakenFn on_taken_;
+  ShardSink sink_;
   TimerRegistry* timers_ = nullptr;
   bool reducing_ = true;
   bool local_only_ = false;
