@@ -94,9 +94,12 @@ if [[ " $what " == *" bandwidth "* ]]; then
   echo "| read | $swap_r | $ds_r | $(python3 -c "print(f'{$swap_r / $ds_r:.3f}')") |"
   echo "| write | $swap_w | $ds_w | $(python3 -c "print(f'{$swap_w / $ds_w:.3f}')") |"
 
-  # Parameters: ZeRO-3 on one rank, only the parameters on NVMe, one buffer (each read is waited
-  # for as soon as it is queued, so its queue-to-completion time is the transfer itself); ds_io
-  # moves one buffer (the largest chunk) per request, at least the step's mean request.
+  # Parameters: ZeRO-3 on one rank, only the parameters on NVMe, one buffer; ds_io moves one buffer
+  # (the largest chunk) per request, at least the step's mean request. Caveat: the parameter
+  # swapper's nvme_read_seconds still run from queueing a read to the wait for it, and a read
+  # queued ahead waits while the previous module computes, so the read figure is a floor (one
+  # loaded run: 0.86 GB/s against ds_io's 3.8); RawAioHandle::busy_seconds() is the transfer time
+  # the swappers should report instead (not wired in yet).
   echo "## parameter swap bandwidth: same GPT, ZeRO-3, -np 1, offload_param nvme, buffer_count 1, max_in_cpu 0"
   for r in $(seq "$runs"); do
     "$trainer" --config "$root/configs/default.json" $(model_sets "$layers" "$width") --set zero_optimization.stage=3 \
