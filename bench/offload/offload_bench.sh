@@ -70,6 +70,28 @@ print(f"{statistics.median(per_run):.4f}")
 PY
 }
 
+# ds_io at the same aio settings in the same folder, one request of BYTES, written then read.
+ds_io_runs() {  # bytes prefix run
+  local io=("$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$1" --block_size "$block" --queue_depth "$queue"
+            --io_parallel "$threads" --handle --loops 3)
+  "${io[@]}" > "$2w$3.txt"
+  "${io[@]}" --read > "$2r$3.txt"
+  rm -f "$nvme"/ds_io_*.dat
+}
+# The swap GB/s in the step (medians over the runs' metrics PREFIX*.jsonl) against ds_io's
+# (medians over DS_PREFIX{r,w}*.txt).
+bandwidth_table() {  # prefix ds_prefix
+  local swap_r swap_w ds_r ds_w
+  swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "$1"*.jsonl)
+  swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "$1"*.jsonl)
+  ds_r=$(grep -h '^aggregate read' "$2"r*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  ds_w=$(grep -h '^aggregate write' "$2"w*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "| op | swap in step GB/s | ds_io GB/s | ratio |"
+  echo "|---|---:|---:|---:|"
+  echo "| read | $swap_r | $ds_r | $(python3 -c "print(f'{$swap_r / $ds_r:.3f}')") |"
+  echo "| write | $swap_w | $ds_w | $(python3 -c "print(f'{$swap_w / $ds_w:.3f}')") |"
+}
+
 layers=${LAYERS:-8}
 width=${WIDTH:-1024}
 if [[ " $what " == *" bandwidth "* ]]; then
@@ -78,21 +100,10 @@ if [[ " $what " == *" bandwidth "* ]]; then
     "$trainer" --config "$root/configs/default.json" $(model_sets "$layers" "$width") --set zero_optimization.stage=1 \
       $(offload_sets false false) --steps "$steps" --metrics "$work/bw$r.jsonl" > "$work/bw$r.log" 2>&1
     group_bytes=$(grep -o 'sub-group(s) of [0-9]*' "$work/bw$r.log" | awk '{print $3 * 4 * 4}')
-    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --block_size "$block" --queue_depth "$queue" \
-      --io_parallel "$threads" --handle --loops 3 > "$work/dsw$r.txt"
-    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --block_size "$block" --queue_depth "$queue" \
-      --io_parallel "$threads" --handle --loops 3 --read > "$work/dsr$r.txt"
-    rm -f "$nvme"/ds_io_*.dat
+    ds_io_runs "$group_bytes" "$work/ds" "$r"
   done
-  swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "$work"/bw*.jsonl)
-  swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "$work"/bw*.jsonl)
-  ds_r=$(grep -h '^aggregate read' "$work"/dsr*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  ds_w=$(grep -h '^aggregate write' "$work"/dsw*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   echo "request bytes (one swap_in): $group_bytes"
-  echo "| op | swap in step GB/s | ds_io GB/s | ratio |"
-  echo "|---|---:|---:|---:|"
-  echo "| read | $swap_r | $ds_r | $(python3 -c "print(f'{$swap_r / $ds_r:.3f}')") |"
-  echo "| write | $swap_w | $ds_w | $(python3 -c "print(f'{$swap_w / $ds_w:.3f}')") |"
+  bandwidth_table "$work/bw" "$work/ds"
 
   # Parameters: ZeRO-3 on one rank, only the parameters on NVMe, one buffer; ds_io moves one buffer
   # (the largest chunk) per request, at least the step's mean request. Caveat: the parameter
@@ -107,21 +118,10 @@ if [[ " $what " == *" bandwidth "* ]]; then
       --set aio.block_size=$block --set aio.queue_depth=$queue --set aio.intra_op_parallelism=$threads \
       --steps "$steps" --metrics "$work/pbw$r.jsonl" > "$work/pbw$r.log" 2>&1
     chunk_bytes=$(grep -o 'buffers of [0-9]* elements' "$work/pbw$r.log" | head -1 | awk '{print $3 * 4}')
-    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$chunk_bytes" --block_size "$block" --queue_depth "$queue" \
-      --io_parallel "$threads" --handle --loops 3 > "$work/pdsw$r.txt"
-    "$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$chunk_bytes" --block_size "$block" --queue_depth "$queue" \
-      --io_parallel "$threads" --handle --loops 3 --read > "$work/pdsr$r.txt"
-    rm -f "$nvme"/ds_io_*.dat
+    ds_io_runs "$chunk_bytes" "$work/pds" "$r"
   done
-  swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "$work"/pbw*.jsonl)
-  swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "$work"/pbw*.jsonl)
-  ds_r=$(grep -h '^aggregate read' "$work"/pdsr*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  ds_w=$(grep -h '^aggregate write' "$work"/pdsw*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   echo "request bytes (one buffer): $chunk_bytes"
-  echo "| op | swap in step GB/s | ds_io GB/s | ratio |"
-  echo "|---|---:|---:|---:|"
-  echo "| read | $swap_r | $ds_r | $(python3 -c "print(f'{$swap_r / $ds_r:.3f}')") |"
-  echo "| write | $swap_w | $ds_w | $(python3 -c "print(f'{$swap_w / $ds_w:.3f}')") |"
+  bandwidth_table "$work/pbw" "$work/pds"
 fi
 
 if [[ " $what " == *" overhead "* ]]; then
