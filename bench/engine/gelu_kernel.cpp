@@ -5,31 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <vector>
 
 #include "dstrain/engine/host_policy.hpp"
 #include "dstrain/engine/models/gelu.hpp"
 
-namespace {
-
-double median_ms(int repeats, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-}  // namespace
+#include "median_time.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"the GPT's tanh GELU kernel vs torch::gelu"};

@@ -5,30 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <vector>
 
 #include "dstrain/engine/fused_optimizer.hpp"
 
-namespace {
-
-double median_seconds(int repeats, const std::function<void()>& fn) {
-  fn();  // warm-up: first touch of the pages, thread pool start
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-}  // namespace
+#include "median_time.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fused optimizer kernels vs memcpy and vs torch::optim tensor ops"};

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "dstrain/engine/data/synthetic_source.hpp"
+#include "dstrain/engine/models/causal_attention.hpp"
 #include "dstrain/engine/models/gelu.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
@@ -9,6 +10,7 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/zero/module_call.hpp"
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -385,6 +387,59 @@ TEST_CASE("gelu_tanh and its gradient equal torch's tanh GELU computed in double
   CHECK(torch::equal(ds::models::gelu_tanh(bf16), torch::gelu(bf16, "tanh")));
   const at::Tensor strided = torch::randn({8, 8}).t();
   CHECK(torch::equal(ds::models::gelu_tanh(strided), torch::gelu(strided, "tanh")));
+}
+
+namespace {
+
+// softmax(q k^T / sqrt(hs), masked to t' <= t) v per head, in double, from LibTorch's own ops.
+at::Tensor reference_attention(const at::Tensor& qkv, int64_t n_head) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
+  const std::vector<at::Tensor> parts = qkv.to(torch::kDouble).split(C, 2);
+  const auto heads = [&](const at::Tensor& t) { return t.reshape({B, T, n_head, hs}).permute({0, 2, 1, 3}); };
+  const at::Tensor scores = heads(parts[0]).matmul(heads(parts[1]).transpose(-2, -1)) / std::sqrt(double(hs));
+  const at::Tensor mask = torch::ones({T, T}, torch::kBool).triu(1);
+  const at::Tensor weights = scores.masked_fill(mask, -INFINITY).softmax(-1);
+  return weights.matmul(heads(parts[2])).permute({0, 2, 1, 3}).reshape({B, T, C});
+}
+
+}  // namespace
+
+TEST_CASE("causal_attention and its gradient equal LibTorch's masked softmax attention in double", "[models]") {
+  torch::manual_seed(6);
+  // Sequence lengths that are and are not multiples of the kernel's 6-row and 16-column tiles,
+  // head sizes 16 and 64, one and three heads.
+  for (const auto& [B, T, n_head, hs] : std::vector<std::array<int64_t, 4>>{
+           {2, 1, 3, 16}, {2, 5, 3, 16}, {3, 37, 3, 16}, {1, 48, 1, 64}, {2, 128, 4, 64}}) {
+    CAPTURE(B, T, n_head, hs);
+    const int64_t C = n_head * hs;
+    const at::Tensor qkv = (torch::randn({B, T, 3 * C}) * 2).requires_grad_(true);
+    const at::Tensor weights = torch::randn({B, T, C});
+    const at::Tensor y = ds::models::causal_attention(qkv, n_head, 0.0, true);
+    const at::Tensor grad = torch::autograd::grad({(y * weights).sum()}, {qkv})[0];
+
+    const at::Tensor qkvd = qkv.detach().to(torch::kDouble).requires_grad_(true);
+    const at::Tensor yd = reference_attention(qkvd, n_head);
+    const at::Tensor gradd = torch::autograd::grad({(yd * weights.to(torch::kDouble)).sum()}, {qkvd})[0];
+    const auto relative_error = [](const at::Tensor& ours, const at::Tensor& reference) {
+      return (ours.to(torch::kDouble) - reference).abs().max().item<double>() / reference.abs().max().item<double>();
+    };
+    CHECK(relative_error(y, yd) < 1e-5);
+    CHECK(relative_error(grad, gradd) < 1e-5);
+  }
+
+  // Input the kernel does not take (bf16, a head size not a multiple of 16, dropout in training)
+  // goes through tensor ops, which give the same attention.
+  const at::Tensor odd = torch::randn({2, 9, 3 * 2 * 12});
+  CHECK(torch::allclose(ds::models::causal_attention(odd, 2, 0.0, true).to(torch::kDouble),
+                        reference_attention(odd, 2), 1e-5, 1e-6));
+  const at::Tensor bf16 = torch::randn({2, 9, 3 * 32}).to(torch::kBFloat16);
+  CHECK(torch::allclose(ds::models::causal_attention(bf16, 2, 0.0, true).to(torch::kDouble),
+                        reference_attention(bf16, 2), 5e-2, 5e-2));
+  const at::Tensor x = torch::randn({2, 9, 3 * 32});
+  CHECK(torch::allclose(ds::models::causal_attention(x, 2, 0.5, false).to(torch::kDouble),
+                        reference_attention(x, 2), 1e-5, 1e-6));
+  CHECK(!torch::allclose(ds::models::causal_attention(x, 2, 0.5, true).to(torch::kDouble),
+                         reference_attention(x, 2), 1e-5, 1e-6));
 }
 
 TEST_CASE("MLPConfig reads the dstrain.model block and names the bad key", "[models]") {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "../cpu_dispatch.hpp"
+#include "../fast_exp.hpp"
 
 namespace ds::models {
 namespace {
@@ -13,26 +14,6 @@ namespace {
 constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kKappa = 0.044715f;
 constexpr int64_t kGrain = 1 << 14;
-
-// exp(z), z clamped to [-87, 88] (beyond, the GELU's sigmoid is 0 or 1 to fp32 anyway): Cephes'
-// expf, z = n ln 2 + r with |r| <= ln 2 / 2, e^r by a degree-7 polynomial, 2^n by building the
-// exponent bits. Branch-free, so the loops around it vectorize.
-DS_BODY float exp_clamped(float z) {
-  z = z > 88.0f ? 88.0f : z;
-  z = z < -87.0f ? -87.0f : z;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float shifted = z * 1.44269504088896341f + kRound;
-  const float n = shifted - kRound;
-  const float r = (z - n * 0.693359375f) - n * -2.12194440e-4f;  // ln 2 in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const int32_t exponent = __builtin_bit_cast(int32_t, shifted) - __builtin_bit_cast(int32_t, kRound);
-  return (p * r * r + r + 1.0f) * __builtin_bit_cast(float, (exponent + 127) << 23);
-}
 
 // e^(-2u) for u = kBeta (x + kKappa x^3): then 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)).
 DS_BODY float exp_minus_2u(float x) { return exp_clamped(-2.0f * kBeta * (x + kKappa * x * x * x)); }

@@ -1,5 +1,6 @@
 #include "dstrain/engine/models/gpt_blocks.hpp"
 
+#include "dstrain/engine/models/causal_attention.hpp"
 #include "dstrain/engine/models/gelu.hpp"
 
 #include "dstrain/zero/module_call.hpp"
@@ -7,7 +8,6 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <limits>
 
 namespace ds::models {
 
@@ -47,18 +47,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GPTConfig& config, at::Ge
 }
 
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), head_size = C / n_head_;
-  std::vector<at::Tensor> qkv = ds::zero::call(c_attn, x).split(C, 2);
-  auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head_, head_size}).transpose(1, 2); };
-  const at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // [B, nh, T, hs]
-
-  // Position t attends to positions <= t only. The mask is built per call rather than kept as a
-  // buffer, so that casting the model (to bf16, say) never touches it.
-  const at::Tensor future = torch::ones({T, T}, x.options().dtype(torch::kBool)).triu(1);
-  at::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_size)));
-  att = att.masked_fill(future, -std::numeric_limits<double>::infinity()).softmax(-1);
-  att = torch::dropout(att, dropout_, is_training());
-  const at::Tensor y = att.matmul(v).transpose(1, 2).contiguous().view({B, T, C});
+  const at::Tensor y = causal_attention(ds::zero::call(c_attn, x), n_head_, dropout_, is_training());
   return torch::dropout(ds::zero::call(c_proj, y), dropout_, is_training());
 }
 
