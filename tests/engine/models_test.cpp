@@ -440,6 +440,8 @@ TEST_CASE("causal_attention and its gradient equal LibTorch's masked softmax att
                         reference_attention(x, 2), 1e-5, 1e-6));
   CHECK(!torch::allclose(ds::models::causal_attention(x, 2, 0.5, true).to(torch::kDouble),
                          reference_attention(x, 2), 1e-5, 1e-6));
+  CHECK_THROWS_AS(ds::models::causal_attention(x, 5, 0.0, true), ds::Error);
+  CHECK_THROWS_AS(ds::models::causal_attention(x.view({18, 3 * 32}), 2, 0.0, true), ds::Error);
 }
 
 TEST_CASE("MLPConfig reads the dstrain.model block and names the bad key", "[models]") {

@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
 #include <vector>
+
+#include "dstrain/runtime/error.hpp"
 
 #include "../cpu_dispatch.hpp"
 #include "../fast_exp.hpp"
@@ -215,6 +219,12 @@ class CausalAttention : public torch::autograd::Function<CausalAttention> {
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& qkv, int64_t n_head, double dropout, bool training) {
+  if (qkv.dim() != 3 || n_head < 1 || qkv.size(2) % (3 * n_head) != 0) {
+    std::ostringstream shape;
+    shape << qkv.sizes();
+    throw Error("causal_attention: q|k|v of shape " + shape.str() + " is not [B, T, 3 * " + std::to_string(n_head) +
+                " heads * head size]");
+  }
   const bool kernel = qkv.is_cpu() && qkv.scalar_type() == at::kFloat && qkv.is_contiguous() &&
                       (qkv.size(2) / 3 / n_head) % kCols == 0 && !(training && dropout > 0.0);
   return kernel ? CausalAttention::apply(qkv, n_head) : causal_attention_ops(qkv, n_head, dropout, training);

@@ -1,6 +1,7 @@
 // The pieces of a GPT-2 transformer block, as in llm.c / nanoGPT:
 //   Block: x + attn(ln_1(x)), then x + mlp(ln_2(x))
-//   CausalSelfAttention: c_attn (q, k, v), masked softmax over earlier positions, c_proj
+//   CausalSelfAttention: c_attn (q, k, v), masked softmax over earlier positions
+//     (causal_attention.hpp), c_proj
 //   FeedForward: c_fc (C -> 4C), GELU (tanh approximation), c_proj (4C -> C)
 //   LayerNorm: over the last dimension, bias optional (LibTorch's has no bias switch)
 // Each initializes its parameters from the generator it is given (GPT-2's scheme: normal(0, 0.02),
