@@ -14,6 +14,7 @@
 #include "dstrain/engine/onebit_adam.hpp"
 #include "dstrain/engine/onebit_lamb.hpp"
 #include "dstrain/engine/zero_one_adam.hpp"
+#include "dstrain/io/aio_settings.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/zero/init.hpp"
@@ -28,11 +29,6 @@ at::ScalarType model_dtype(const Config& config) {
   return at::kFloat;
 }
 
-io::AioSettings aio_settings(const Config& config) {
-  const AioConfig& aio = config.aio();
-  return {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
-}
-
 // offload_param.device "nvme": this rank's parameter chunks go to a swap file (docs/offload.md).
 std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, const zero::ShardLayout& layout) {
   const OffloadParamConfig& offload = config.zero_optimization().offload_param;
@@ -43,7 +39,7 @@ std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, con
   options.buffer_count = offload.buffer_count;
   options.buffer_size = offload.buffer_size;
   options.max_in_cpu = offload.max_in_cpu;
-  options.aio = aio_settings(config);
+  options.aio = io::aio_settings(config.aio());
   return std::make_unique<zero::ParamSwapper>(std::move(options));
 }
 
@@ -130,7 +126,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
     // The pipeline engine changes reduced gradients in place (the tied weight's sum, clipping by
     // the whole pipeline's norm): under it the gradient shard stays in memory.
     options.gradients = !config_.pipeline().stages;
-    options.aio = aio_settings(config_);
+    options.aio = io::aio_settings(config_.aio());
     swapper_ = std::make_unique<OptimizerSwapper>(std::move(options));
     // The master shard goes to its file a sub-group at a time, never whole in memory: each
     // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).

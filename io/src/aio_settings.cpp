@@ -2,9 +2,14 @@
 
 #include <string>
 
+#include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
 
 namespace ds::io {
+
+AioSettings aio_settings(const AioConfig& aio) {
+  return {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
+}
 
 void validate(const AioSettings& settings) {
   if (settings.block_size <= 0)

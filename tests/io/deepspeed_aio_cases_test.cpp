@@ -7,8 +7,10 @@
 #include <memory>
 #include <numeric>
 
+#include "dstrain/io/aio_settings.hpp"
 #include "dstrain/io/locked_buffers.hpp"
 #include "dstrain/io/raw_aio_handle.hpp"
+#include "dstrain/runtime/config.hpp"
 #include "io_test_support.hpp"
 
 namespace {
@@ -54,6 +56,21 @@ class TestBuffer {
 };
 
 }  // namespace
+
+TEST_CASE("a config's aio block gives the handle its settings, field by field", "[io][deepspeed]") {
+  ds::AioConfig aio;  // every field away from its default, each to a different value
+  aio.block_size = 8192;
+  aio.queue_depth = 3;
+  aio.intra_op_parallelism = 2;
+  aio.single_submit = true;
+  aio.overlap_events = false;
+  const ds::io::AioSettings settings = ds::io::aio_settings(aio);
+  CHECK(settings.block_size == 8192);
+  CHECK(settings.queue_depth == 3);
+  CHECK(settings.intra_op_parallelism == 2);
+  CHECK(settings.single_submit);
+  CHECK_FALSE(settings.overlap_events);
+}
 
 TEST_CASE("sync and async reads fill the buffer with the file", "[io][deepspeed]") {
   const bool single_submit = GENERATE(true, false);

@@ -8,6 +8,7 @@
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/io/aio_settings.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "partition_file.hpp"
@@ -20,10 +21,6 @@ at::ScalarType model_dtype(const Config& config) {
   if (config.bf16().enabled) return at::kBFloat16;
   if (config.fp16().enabled) return at::kHalf;
   return at::kFloat;
-}
-
-io::AioSettings aio_settings(const AioConfig& aio) {
-  return {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
 }
 
 // A chunk built onto NVMe: the context of its storage's DataPtr, recognized by its deleter (c10's
@@ -60,7 +57,7 @@ Init::Init(const Config& config, std::shared_ptr<comm::Backend> group) {
   group_ = group ? std::move(group) : comm::init_distributed("mpi");
   if (group_->world_size() == 1) return;
   if (zero.offload_param.device == OffloadDevice::Nvme)
-    file_ = std::make_shared<PartitionFile>(zero.offload_param.nvme_path, group_->rank(), aio_settings(config.aio()));
+    file_ = std::make_shared<PartitionFile>(zero.offload_param.nvme_path, group_->rank(), io::aio_settings(config.aio()));
   enabled_ = true;
   dtype_ = model_dtype(config);
   persistence_threshold_ = zero.stage3_param_persistence_threshold;

@@ -3,6 +3,10 @@
 
 #include <cstdint>
 
+namespace ds {
+struct AioConfig;
+}
+
 namespace ds::io {
 
 // O_DIRECT needs the buffer address, the file offset and the length to be multiples of this.
@@ -17,6 +21,9 @@ struct AioSettings {
   bool overlap_events = true;    // refill the queue on each completion instead of in waves
   int intra_op_parallelism = 1;  // worker threads (each with its own ring) sharing one request
 };
+
+// The settings a config's "aio" block gives (its use_gds concerns GPUs, not this handle).
+AioSettings aio_settings(const AioConfig& aio);
 
 // Throws ds::Error naming the offending setting when a value is out of range.
 void validate(const AioSettings& settings);
