@@ -101,7 +101,7 @@ void TrainReport::step(const StepFigures& f) {
                   f.bytes.parameters / 1e6, f.bytes.gradients / 1e6, f.bytes.optimizer / 1e6, peak_rss_mb);
     if (interactive_) std::printf("\n");
     if (f.swap.read_bytes + f.swap.write_bytes > 0) {
-      // Bytes over the time from queueing to seeing completion: a floor on the device's rate.
+      // Bytes over the time the transfers were in flight: the rate the disk delivered to them.
       const size_t used = std::strlen(text);
       std::snprintf(text + used, sizeof text - used, " | swap read %.2f GB/s, write %.2f GB/s, waited %.3f s",
                     f.swap.read_seconds > 0 ? f.swap.read_bytes / f.swap.read_seconds / 1e9 : 0.0,

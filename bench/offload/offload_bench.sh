@@ -106,11 +106,9 @@ if [[ " $what " == *" bandwidth "* ]]; then
   bandwidth_table "$work/bw" "$work/ds"
 
   # Parameters: ZeRO-3 on one rank, only the parameters on NVMe, one buffer; ds_io moves one buffer
-  # (the largest chunk) per request, at least the step's mean request. Caveat: the parameter
-  # swapper's nvme_read_seconds still run from queueing a read to the wait for it, and a read
-  # queued ahead waits while the previous module computes, so the read figure is a floor (one
-  # loaded run: 0.86 GB/s against ds_io's 3.8); RawAioHandle::busy_seconds() is the transfer time
-  # the swappers should report instead (not wired in yet).
+  # (the largest chunk) per request, at least the step's mean request. The swapper's seconds are
+  # the time its transfers were in flight (RawAioHandle::busy_seconds), so a read queued ahead
+  # while the previous module computes counts only its transfer time.
   echo "## parameter swap bandwidth: same GPT, ZeRO-3, -np 1, offload_param nvme, buffer_count 1, max_in_cpu 0"
   for r in $(seq "$runs"); do
     "$trainer" --config "$root/configs/default.json" $(model_sets "$layers" "$width") --set zero_optimization.stage=3 \

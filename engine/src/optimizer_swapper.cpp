@@ -117,28 +117,19 @@ void OptimizerSwapper::queue_reads(int64_t i) {
     reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
   if (g.gradients) reader_->async_pread(g.gradients, padded(g.numel) * sizeof(float), gradient_path(), g.offset * sizeof(float));
   reading_ = i;
-  read_queued_at_ = io::now();
   const int64_t files = static_cast<int64_t>(options_.names.size()) + (g.gradients ? 1 : 0);
   stats_.read_bytes += files * padded(g.numel) * sizeof(float);
 }
 
 void OptimizerSwapper::wait_reads() {
   if (reading_ < 0) return;
-  const double start = io::now();
-  reader_->wait();
-  const double end = io::now();
-  stats_.wait_seconds += end - start;
-  stats_.read_seconds += end - read_queued_at_;
+  stats_.read_seconds += io::wait_counted(*reader_, stats_);
   reading_ = -1;
 }
 
 void OptimizerSwapper::wait_writes() {
   if (writing_ < 0) return;
-  const double start = io::now();
-  writer_->wait();
-  const double end = io::now();
-  stats_.wait_seconds += end - start;
-  stats_.write_seconds += end - write_queued_at_;
+  stats_.write_seconds += io::wait_counted(*writer_, stats_);
   writing_ = -1;
 }
 
@@ -162,7 +153,6 @@ void OptimizerSwapper::swap_out(int64_t i) {
   for (size_t k = 0; k < options_.names.size(); ++k)
     writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
   writing_ = i;
-  write_queued_at_ = io::now();
   stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
   if (!options_.pipeline_write) wait_writes();
 }
@@ -195,6 +185,7 @@ OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool 
     // Every shard element of the page is about to be staged; only the padding needs its zeros.
     std::fill(page->buffer + valid, page->buffer + padded(valid), 0.0f);
   } else {
+    // Blocking: the time waited is the time the read was in flight.
     const double start = io::now();
     reader_->sync_pread(page->buffer, padded(valid) * sizeof(float), gradient_path(), begin * sizeof(float));
     const double seconds = io::now() - start;
@@ -223,7 +214,6 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
       const int64_t valid = std::min(page_numel_, options_.shard_numel - index * page_numel_);
       writer_->async_pwrite(page.buffer, padded(valid) * sizeof(float), gradient_path(), index * page_numel_ * sizeof(float));
       page.writing = true;
-      if (!page_writes_queued_) page_writes_queued_at_ = io::now();
       page_writes_queued_ = true;
       stats_.write_bytes += padded(valid) * sizeof(float);
     }
@@ -235,11 +225,7 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
 
 void OptimizerSwapper::wait_gradient_writes() {
   if (!page_writes_queued_) return;
-  const double start = io::now();
-  writer_->wait();
-  const double end = io::now();
-  stats_.wait_seconds += end - start;
-  stats_.write_seconds += end - page_writes_queued_at_;
+  stats_.write_seconds += io::wait_counted(*writer_, stats_);
   page_writes_queued_ = false;
   for (GradientPage& page : pages_)
     if (page.writing) page = {page.buffer};

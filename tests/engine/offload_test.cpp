@@ -2,21 +2,25 @@
 // independent reference: the same fused kernel on the same elements, gradients unscaled and clipped
 // by the same operations, and all-gathers of the same chunk values, so losses and weights must
 // match bit for bit, at every stage, every pipelining choice, with gradient accumulation, and
-// through checkpoints taken with and without offload.
+// through checkpoints taken with and without offload. The swappers' read seconds leave out the
+// time the caller spent between queueing a read and waiting for it (a sleep).
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <thread>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
+#include "dstrain/engine/optimizer_swapper.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/param_swapper.hpp"
@@ -385,7 +389,9 @@ TEST_CASE("NVMe parameter offload, alone and with the optimizer's, reproduces th
         REQUIRE(swap.resident_numel() + swap.swapped_numel() == shard_numel());
         engine->take_swap_stats();  // the initial writes
 
+        const auto start = std::chrono::steady_clock::now();
         REQUIRE(train(*engine, 0, kSteps) == expected);  // bitwise
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         require_same_weights(*reference, *engine);
         // Each step writes every swapped chunk once (plus the optimizer's three files and the
         // gradient whole).
@@ -393,11 +399,70 @@ TEST_CASE("NVMe parameter offload, alone and with the optimizer's, reproduces th
         const int64_t optimizer_bytes = c.optimizer ? 4 * round_up(shard_numel(), 1024) * 4 : 0;
         CHECK(stats.write_bytes == kSteps * (param_file_bytes(c.max_in_cpu) + optimizer_bytes));
         CHECK(stats.read_bytes >= stats.write_bytes);  // every chunk is read at least once a step
+        // A swapper's reads (and writes) go through one handle whose waits' busy times do not
+        // overlap: each swapper's figure is within the wall time, and here they are summed.
+        const double swappers = c.optimizer ? 2 : 1;
+        CHECK(stats.read_seconds > 0);
+        CHECK(stats.read_seconds <= swappers * wall);
+        CHECK(stats.write_seconds > 0);
+        CHECK(stats.write_seconds <= swappers * wall);
         // The partition is not in memory: only the swap buffers and the resident chunks are.
         CHECK(engine->model_state_bytes().parameters < in_memory_bytes);
       }
       CHECK(!fs::exists(folder));  // removed with the engine
     }
+  }
+}
+
+// A read queued ahead and waited for a second later: the swappers' read_seconds count the time
+// the read was in flight (milliseconds for 1 MiB), not the second the caller spent elsewhere.
+TEST_CASE("swap read seconds exclude the caller's time between queueing a read and waiting for it", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("busy");
+  constexpr int64_t kNumel = int64_t{1} << 18;
+  constexpr auto kElsewhere = std::chrono::seconds(1);
+
+  SECTION("parameter swapper, a read ahead") {
+    ds::zero::ParamSwapper::Options options;
+    options.nvme_path = nvme;
+    options.rank = ds::comm::get_rank();
+    options.chunks = {{0, kNumel}};
+    options.buffer_count = 1;
+    options.buffer_size = kNumel;
+    ds::zero::ParamSwapper swapper(options);
+    const std::vector<float> values(kNumel, 1.0f);
+    swapper.store_range(values.data(), 0, kNumel);
+    swapper.finish_writes();
+    swapper.take_stats();
+    REQUIRE(swapper.read_ahead(0));
+    std::this_thread::sleep_for(kElsewhere);
+    CHECK(swapper.acquire(0)[kNumel - 1] == 1.0f);
+    swapper.release(0);
+    const ds::io::SwapStats stats = swapper.take_stats();
+    CHECK(stats.read_bytes == kNumel * 4);
+    CHECK(stats.read_seconds > 0);
+    CHECK(stats.read_seconds < 0.5);  // the margin: the read on a loaded disk
+  }
+  SECTION("optimizer swapper, pipeline_read") {
+    ds::OptimizerSwapper::Options options;
+    options.nvme_path = nvme;
+    options.rank = ds::comm::get_rank();
+    options.names = {"master"};
+    options.shard_numel = 2 * kNumel;
+    options.sub_group_size = kNumel;
+    options.buffer_count = 2;
+    options.pipeline_read = true;
+    ds::OptimizerSwapper swapper(options);
+    swapper.swap_in(0);  // queues sub-group 1's read
+    swapper.swap_out(0);
+    swapper.take_stats();  // its bytes were counted when it was queued, its seconds are not yet
+    std::this_thread::sleep_for(kElsewhere);
+    swapper.swap_in(1);
+    swapper.swap_out(1);
+    swapper.finish_step();
+    const ds::io::SwapStats stats = swapper.take_stats();
+    CHECK(stats.read_seconds > 0);
+    CHECK(stats.read_seconds < 0.5);
+    CHECK(stats.write_seconds > 0);
   }
 }
 

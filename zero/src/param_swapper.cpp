@@ -128,7 +128,6 @@ bool ParamSwapper::read_ahead(size_t i) {
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
   reader_->async_pread(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
-  if (!reads_queued_) read_queued_at_ = io::now();
   reads_queued_ = true;
   stats_.read_bytes += padded(i) * sizeof(float);
   buffer.state = State::Reading;
@@ -208,7 +207,6 @@ void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_
     // Whole: out O_DIRECT, padding zeroed so the file's bytes do not depend on the buffer's past.
     std::fill(buffer.data + chunk.numel, buffer.data + padded(i), 0.0f);
     writer_->async_pwrite(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
-    if (!writes_queued_) write_queued_at_ = io::now();
     writes_queued_ = true;
     stats_.write_bytes += padded(i) * sizeof(float);
     buffer.state = State::Writing;
@@ -225,21 +223,13 @@ void ParamSwapper::finish_writes() {
 
 void ParamSwapper::wait_reads() {
   if (!reads_queued_) return;
-  const double start = io::now();
-  reader_->wait();
-  const double end = io::now();
-  stats_.wait_seconds += end - start;
-  stats_.read_seconds += end - read_queued_at_;
+  stats_.read_seconds += io::wait_counted(*reader_, stats_);
   reads_queued_ = false;
 }
 
 void ParamSwapper::wait_writes() {
   if (!writes_queued_) return;
-  const double start = io::now();
-  writer_->wait();
-  const double end = io::now();
-  stats_.wait_seconds += end - start;
-  stats_.write_seconds += end - write_queued_at_;
+  stats_.write_seconds += io::wait_counted(*writer_, stats_);
   writes_queued_ = false;
   for (Buffer& buffer : buffers_)
     if (buffer.state == State::Writing) buffer.state = State::Free;

@@ -111,7 +111,7 @@ class OptimizerSwapper {
   void read(size_t name, int64_t offset, float* dst, int64_t count);
   void write(size_t name, int64_t offset, const float* src, int64_t count);
 
-  // The I/O since the last call (read/write seconds per sub-group), then starts counting again.
+  // The I/O since the last call, then starts counting again.
   io::SwapStats take_stats();
 
  private:
@@ -141,12 +141,9 @@ class OptimizerSwapper {
   std::unique_ptr<io::RawAioHandle> writer_;
   int64_t reading_ = -1;  // the sub-group whose reads are queued, -1 for none
   int64_t writing_ = -1;  // the sub-group whose writes are queued, -1 for none
-  double read_queued_at_ = 0;
-  double write_queued_at_ = 0;
   std::vector<GradientPage> pages_;
   int64_t page_numel_ = 0;
   bool page_writes_queued_ = false;
-  double page_writes_queued_at_ = 0;
   double gradient_sum_of_squares_ = 0;  // of the values staged since the last finish_gradients()
   io::SwapStats stats_;
 };

@@ -5,10 +5,15 @@
 
 #include <cstdint>
 
+#include "dstrain/io/raw_aio_handle.hpp"
+#include "dstrain/io/swap_units.hpp"
+
 namespace ds::io {
 
-// Bytes moved, the seconds from queueing transfers to seeing them complete, and the seconds the
-// caller was blocked waiting on them.
+// Bytes moved; the seconds the device had reads, and writes, in flight (summed over waits of
+// RawAioHandle::busy_seconds: bytes over them is the transfer rate, whatever the caller did
+// between queueing and waiting; reads and writes are on separate handles and may overlap); and
+// the seconds the caller was blocked waiting on them.
 struct SwapStats {
   int64_t read_bytes = 0;
   int64_t write_bytes = 0;
@@ -25,5 +30,14 @@ struct SwapStats {
     return *this;
   }
 };
+
+// Waits for the transfers queued on `handle`, counting the time blocked in stats.wait_seconds;
+// returns the seconds they were in flight, for stats.read_seconds or stats.write_seconds.
+inline double wait_counted(RawAioHandle& handle, SwapStats& stats) {
+  const double start = now();
+  handle.wait();
+  stats.wait_seconds += now() - start;
+  return handle.busy_seconds();
+}
 
 }  // namespace ds::io

@@ -118,8 +118,6 @@ class ParamSwapper {
   bool reads_queued_ = false;
   bool writes_queued_ = false;
   int64_t next_order_ = 0;
-  double read_queued_at_ = 0;
-  double write_queued_at_ = 0;
   io::SwapStats stats_;
 };
 
