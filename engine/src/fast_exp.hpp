@@ -1,6 +1,6 @@
 // exp(z) for fp32 loops that should vectorize: Debian's LibTorch has no SLEEF, so its exp, tanh and
-// softmax evaluate libm one element at a time. Include after cpu_dispatch.hpp, and compile the file
-// with -fno-trapping-math: only then do the clamps become vector min/max.
+// softmax evaluate libm one element at a time. Call it from DS_BODY loops (cpu_dispatch.hpp), and
+// compile the file with -fno-trapping-math: only then do the clamps become vector min/max.
 #pragma once
 
 #include <cstdint>
