@@ -6,9 +6,9 @@
 #include <memory>
 
 #include "dstrain/comm/distributed.hpp"
-#include "dstrain/engine/checkpoint_index.hpp"
+#include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/estimate.hpp"
-#include "dstrain/engine/export.hpp"
+#include "dstrain/engine/checkpoint/export.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/runtime/config.hpp"

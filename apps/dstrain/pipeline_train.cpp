@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "dstrain/engine/activation_checkpointing.hpp"
+#include "dstrain/engine/models/activation_checkpointing.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "dstrain/comm/distributed.hpp"
-#include "dstrain/engine/activation_checkpointing.hpp"
+#include "dstrain/engine/models/activation_checkpointing.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <functional>
 
-#include "dstrain/engine/fused_optimizer.hpp"
+#include "dstrain/engine/kernels/fused_optimizer.hpp"
 
 #include "median_time.hpp"
 

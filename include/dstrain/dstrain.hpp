@@ -27,8 +27,8 @@
 #include "dstrain/zero/module_call.hpp"
 #include "dstrain/zero/param_status.hpp"
 
-#include "dstrain/engine/activation_checkpointing.hpp"
-#include "dstrain/engine/checkpoint_index.hpp"
+#include "dstrain/engine/models/activation_checkpointing.hpp"
+#include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"

@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "dstrain/comm/distributed.hpp"
-#include "dstrain/engine/activation_checkpointing.hpp"
+#include "dstrain/engine/models/activation_checkpointing.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"

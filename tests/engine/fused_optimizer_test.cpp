@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "dstrain/engine/fused_optimizer.hpp"
-#include "dstrain/engine/optimizer.hpp"
+#include "dstrain/engine/kernels/fused_optimizer.hpp"
+#include "dstrain/engine/optim/optimizer.hpp"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
-#include "dstrain/engine/optimizer_swapper.hpp"
+#include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/param_swapper.hpp"
@@ -196,7 +196,7 @@ TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", 
         std::string folder;
         {
           auto engine = make_engine(stage, offload, nvme);
-          const ds::OptimizerSwapper& swap = *engine->optimizer_swapper();
+          const ds::zero::OptimizerSwapper& swap = *engine->optimizer_swapper();
           folder = swap.folder();
           REQUIRE(fs::path(folder).parent_path() == fs::path(nvme));
           // Adam's master, exp_avg and exp_avg_sq and the fp32 gradient, each one file of the padded shard.
@@ -443,7 +443,7 @@ TEST_CASE("swap read seconds exclude the caller's time between queueing a read a
     CHECK(stats.read_seconds < 0.5);  // the margin: the read on a loaded disk
   }
   SECTION("optimizer swapper, pipeline_read") {
-    ds::OptimizerSwapper::Options options;
+    ds::zero::OptimizerSwapper::Options options;
     options.nvme_path = nvme;
     options.rank = ds::comm::get_rank();
     options.names = {"master"};
@@ -451,7 +451,7 @@ TEST_CASE("swap read seconds exclude the caller's time between queueing a read a
     options.sub_group_size = kNumel;
     options.buffer_count = 2;
     options.pipeline_read = true;
-    ds::OptimizerSwapper swapper(options);
+    ds::zero::OptimizerSwapper swapper(options);
     swapper.swap_in(0);  // queues sub-group 1's read
     swapper.swap_out(0);
     swapper.take_stats();  // its bytes were counted when it was queued, its seconds are not yet

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "dstrain/comm/distributed.hpp"
-#include "dstrain/engine/checkpoint_index.hpp"
+#include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "dstrain/engine/loss_scaler.hpp"
-#include "dstrain/engine/lr_schedule.hpp"
+#include "dstrain/engine/optim/loss_scaler.hpp"
+#include "dstrain/engine/optim/lr_schedule.hpp"
 
 TEST_CASE("WarmupDecayLR follows DeepSpeed's formula", "[engine][lr]") {
   ds::SchedulerConfig config;

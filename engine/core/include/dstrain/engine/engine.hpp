@@ -1,0 +1,196 @@
+// ds::Engine: one training step, wired from a DeepSpeed config.
+//
+//   auto engine = ds::initialize(model, config);
+//   for each micro-batch:  loss = f(engine->forward(x)); engine->backward(loss); engine->step();
+//
+// The step, whatever the ZeRO stage:
+//   forward   ds::zero::call(model, ...); under stage 3 the ParameterCoordinator gathers and
+//             releases parameters around every submodule call.
+//   backward  autograd on loss / accumulation steps (x loss scale under fp16); the GradientReducer
+//             takes each gradient as it is ready and all-reduces (stage 0) or reduce-scatters
+//             (stages 1-3) it in buckets into this rank's fp32 gradient shard. Stages 0-1 reduce
+//             only at the accumulation boundary, stages 2-3 every micro-step. (OneBitAdam after
+//             freeze_step keeps gradients local and exchanges compressed momentum instead.)
+//   step      at the boundary: unscale and overflow check (fp16), global-norm clipping, the
+//             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr, and the
+//             model weights are refreshed from it (copied at stage 0, all-gathered at 1-2, kept as
+//             shards at 3). With offload_optimizer on NVMe the master, optimizer state and
+//             gradient shard live in swap files (the reducer's results go to the gradient's
+//             file, the norm comes from sums of squares taken as it is written) and the
+//             update runs sub-group by sub-group (step_offloaded); with
+//             offload_param on NVMe stage 3's parameter chunks live in a swap file (ParamSwapper).
+// Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dstrain/comm/backend.hpp"
+#include "dstrain/engine/optim/loss_scaler.hpp"
+#include "dstrain/engine/optim/lr_schedule.hpp"
+#include "dstrain/engine/optim/optimizer.hpp"
+#include "dstrain/zero/optimizer_swapper.hpp"
+#include "dstrain/runtime/config.hpp"
+#include "dstrain/runtime/timers.hpp"
+#include "dstrain/zero/gradient_reducer.hpp"
+#include "dstrain/zero/module_call.hpp"
+#include "dstrain/zero/param_coordinator.hpp"
+#include "dstrain/zero/shard_layout.hpp"
+
+namespace ds {
+
+// Per-rank bytes of model state, as the ZeRO paper counts it.
+struct ModelStateBytes {
+  int64_t parameters = 0;  // model weights held (whole, or shards under stage 3) + fp32 master shard
+  int64_t gradients = 0;   // param.grad() held + the fp32 gradient shard (or its swap buffers)
+  int64_t optimizer = 0;   // optimizer state shards
+  int64_t total() const { return parameters + gradients + optimizer; }
+};
+
+class EngineCore {
+ public:
+  // dp_group: the data-parallel group; the whole world when null.
+  EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::Backend> dp_group);
+  virtual ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  void backward(const at::Tensor& loss);
+  // Backward from explicit output gradients, not scaled (a pipeline stage that received them).
+  void backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients);
+  // After a reducing backward: this rank's chunk of the reduced (data-parallel averaged) gradient of
+  // `param`, flat and writable (the whole gradient under ZeRO 0), e.g. to sum a tied weight's
+  // gradient across pipeline stages: every stage cuts a parameter into the same chunks. With the
+  // gradient on NVMe (offload_optimizer outside the pipeline engine) a copy read from its file.
+  at::Tensor reduced_gradient_chunk(const at::Tensor& param);
+  // Counts a micro-step; at the accumulation boundary updates the model.
+  void step();
+  bool is_gradient_accumulation_boundary() const;
+
+  int64_t global_steps() const { return global_steps_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  double get_lr() const { return lr_; }
+  double loss_scale() const { return scaler_.scale(); }
+  double last_grad_norm() const { return grad_norm_; }
+  int train_batch_size() const { return config_.train_batch_size(); }
+  int train_micro_batch_size_per_gpu() const { return config_.train_micro_batch_size_per_gpu(); }
+  int gradient_accumulation_steps() const { return config_.gradient_accumulation_steps(); }
+  int zero_stage() const { return config_.zero_optimization().stage; }
+  const Config& config() const { return config_; }
+  comm::Backend& dp_group() const { return *group_; }
+  TimerRegistry& timers() { return timers_; }
+  ModelStateBytes model_state_bytes() const;
+  // NVMe offload of the optimizer state and of stage 3's parameters: the swap I/O of both since
+  // the last call (zeros without offload).
+  io::SwapStats take_swap_stats();
+  const zero::OptimizerSwapper* optimizer_swapper() const { return swapper_.get(); }
+  zero::ParamStatus param_status(const at::Tensor& param) const;
+  // Stage 3's parameter coordinator (null below stage 3), e.g. for zero::GatheredParameters.
+  zero::ParameterCoordinator* parameter_coordinator() const { return coordinator_.get(); }
+
+  // Writes the sharded checkpoint <dir>/<tag> (each rank its own shard file, one index.json;
+  // docs/checkpoints.md) atomically, then <dir>/latest. An empty tag means "global_step<N>".
+  // Refuses (ds::Error) to save non-finite master weights. Collective.
+  void save_checkpoint(const std::string& dir, std::string tag = "");
+  // Loads <dir>/<tag>, written under any stage and world size, after checking every shard's
+  // checksum and that the model and optimizer match. An empty tag: the one <dir>/latest names (see
+  // ckpt::checkpoint_folder). Every failure is a ds::Error naming the file. Collective.
+  void load_checkpoint(const std::string& dir, std::string tag = "");
+  // The I/O buffer of checkpoints: one reduce bucket of fp32 (at most 64 MiB). Saving and loading
+  // stream through it, so no rank's memory grows by more than this.
+  int64_t checkpoint_bucket_bytes() const;
+  // Full fp32 weights by parameter name (every rank gets them; collective).
+  std::map<std::string, at::Tensor> consolidated_weights();
+
+ protected:
+  // Guards one forward: activates the ZeRO-3 hooks and times it.
+  class ForwardScope {
+   public:
+    explicit ForwardScope(EngineCore& engine);
+    ~ForwardScope();
+
+   private:
+    zero::ActiveHooks hooks_;
+    ScopedTimer timer_;
+  };
+
+ private:
+  // The registry that wall_clock_breakdown fills; null when it is off.
+  TimerRegistry* breakdown_timers() { return config_.training().wall_clock_breakdown ? &timers_ : nullptr; }
+  void broadcast_parameters();
+  // The configured optimizer, its state on `device`, over layout_ and group_; Adam's and SGD's
+  // state holds state_numel elements (0 when it lives in swap files).
+  std::unique_ptr<ShardOptimizer> make_optimizer(at::Device device, int64_t state_numel);
+  // The optimizer update on NVMe-resident state: for each sub-group, swap in, fused kernel, swap
+  // out. grads: the gradient shard in memory, unscaled and clipped; undefined when it is swapped
+  // too, and then each swapped-in gradient sub-group is divided by `unscale` (fp16's loss scale, else
+  // 1) and multiplied by `clip` (when < 1) first.
+  void step_offloaded(const at::Tensor& grads, double unscale, double clip);
+  // Refreshes the model's working copy from the whole master shard (in memory or swapped).
+  void refresh_model_from_master();
+  // Takes the new master values of shard elements [shard_offset, + values.numel()) into the model
+  // (gathered across the partitions at stages 1-2); finish_refresh() once all were taken.
+  void refresh_model_range(const at::Tensor& values, int64_t shard_offset);
+  void finish_refresh();
+  // The fp32 master shard: master_, or a copy read from the swap file.
+  at::Tensor master_shard();
+  at::Tensor gather_full(size_t param_index, const at::Tensor& shard);
+  double global_grad_norm(const at::Tensor& grads);
+  bool any_overflow(const at::Tensor& grads);
+
+  std::shared_ptr<torch::nn::Module> model_;
+  Config config_;
+  std::shared_ptr<comm::Backend> group_;
+  std::vector<std::string> names_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::vector<int64_t>> shapes_;  // whole shapes (stage 3 tensors hold none between uses)
+  std::unique_ptr<zero::ShardLayout> layout_;
+  at::Tensor master_;  // fp32, this rank's shard; undefined when swapper_ holds it
+  std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
+  std::unique_ptr<zero::ParameterCoordinator> coordinator_;
+  std::unique_ptr<zero::GradientReducer> reducer_;
+  std::unique_ptr<ShardOptimizer> optimizer_;
+  LrSchedule schedule_;
+  LossScaler scaler_;
+  TimerRegistry timers_;
+  int64_t micro_steps_ = 0;
+  int64_t global_steps_ = 0;
+  int64_t optimizer_steps_ = 0;
+  int64_t skipped_steps_ = 0;
+  double lr_ = 0;
+  double grad_norm_ = 0;
+  // With the gradient on NVMe: the sum of squares of the last reducing backward's result.
+  double swapped_grad_sum_of_squares_ = 0;
+};
+
+template <class ModelHolder>
+class Engine : public EngineCore {
+ public:
+  Engine(ModelHolder model, Config config, std::shared_ptr<comm::Backend> dp_group)
+      : EngineCore(model.ptr(), std::move(config), std::move(dp_group)), model_(std::move(model)) {}
+
+  template <class... Args>
+  decltype(auto) forward(Args&&... args) {
+    ForwardScope scope(*this);
+    return zero::call(model_, std::forward<Args>(args)...);
+  }
+  ModelHolder& module() { return model_; }
+
+ private:
+  ModelHolder model_;
+};
+
+// DeepSpeed's deepspeed.initialize: the engine for `model` (a LibTorch module holder) and `config`.
+template <class ModelHolder>
+std::shared_ptr<Engine<ModelHolder>> initialize(ModelHolder model, Config config,
+                                                std::shared_ptr<comm::Backend> dp_group = nullptr) {
+  return std::make_shared<Engine<ModelHolder>>(std::move(model), std::move(config), std::move(dp_group));
+}
+
+}  // namespace ds

@@ -1,0 +1,456 @@
+#include "dstrain/engine/engine.hpp"
+
+#include <torch/torch.h>
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/host_policy.hpp"
+#include "dstrain/engine/optim/lamb.hpp"
+#include "dstrain/engine/optim/onebit_adam.hpp"
+#include "dstrain/engine/optim/onebit_lamb.hpp"
+#include "dstrain/engine/optim/zero_one_adam.hpp"
+#include "dstrain/io/aio_settings.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/zero/init.hpp"
+#include "dstrain/zero/param_swapper.hpp"
+
+namespace ds {
+namespace {
+
+at::ScalarType model_dtype(const Config& config) {
+  if (config.bf16().enabled) return at::kBFloat16;
+  if (config.fp16().enabled) return at::kHalf;
+  return at::kFloat;
+}
+
+// offload_param.device "nvme": this rank's parameter chunks go to a swap file (docs/offload.md).
+std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, const zero::ShardLayout& layout) {
+  const OffloadParamConfig& offload = config.zero_optimization().offload_param;
+  zero::ParamSwapper::Options options;
+  options.nvme_path = offload.nvme_path;
+  options.rank = layout.rank();
+  for (size_t i = 0; i < layout.size(); ++i) options.chunks.push_back({layout.slot(i).shard_offset, layout.slot(i).chunk});
+  options.buffer_count = offload.buffer_count;
+  options.buffer_size = offload.buffer_size;
+  options.max_in_cpu = offload.max_in_cpu;
+  options.aio = io::aio_settings(config.aio());
+  return std::make_unique<zero::ParamSwapper>(std::move(options));
+}
+
+}  // namespace
+
+EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::Backend> dp_group)
+    : model_(std::move(model)),
+      config_(std::move(config)),
+      group_(dp_group ? std::move(dp_group) : comm::init_distributed("mpi")),
+      schedule_(config_.scheduler(), config_.optimizer().lr),
+      scaler_(config_.fp16()) {
+  const HostPolicy& host = apply_host_policy();
+  if (!config_.batch_resolved()) config_.resolve_batch(group_->world_size());
+  for (const std::string& key : config_.keys_not_acted_on())
+    log::warn("config key '", key, "' is accepted but not acted on by dstrain yet (docs/config.md)");
+  const int stage = config_.zero_optimization().stage;
+  const OptimizerType type = config_.optimizer().type;
+  if ((type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam) &&
+      stage > 0)
+    throw Error(std::string(to_string(type)) + " is not supported with ZeRO (stage " + std::to_string(stage) +
+                "); use stage 0")
+        .with_key("zero_optimization.stage");
+  if (config_.optimizer().type == OptimizerType::None)
+    throw Error("no optimizer configured: add an \"optimizer\" block").with_key("optimizer");
+
+  if (config_.fp16().enabled)
+    log::warn("fp16 on CPU: LibTorch lacks most Half kernels on the CPU; prefer bf16 there (fp16 is for GPUs)");
+  model_->to(model_dtype(config_));
+  for (auto& item : model_->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    names_.push_back(item.key());
+    params_.push_back(item.value());
+    shapes_.push_back(item.value().sizes().vec());
+  }
+  if (params_.empty()) throw Error("the model has no trainable parameters");
+  broadcast_parameters();
+
+  // Every piece of model state lives where the model does (the user moved it there, e.g. cuda:N).
+  const at::Device device = params_.front().device();
+  const int partitions = stage >= 1 ? group_->world_size() : 1;
+  layout_ = std::make_unique<zero::ShardLayout>(params_, partitions, stage >= 1 ? group_->rank() : 0);
+  const ZeroConfig& zero = config_.zero_optimization();
+  const bool nvme = zero.offload_optimizer.device == OffloadDevice::Nvme && stage >= 1;
+  if (nvme && !device.is_cpu())
+    throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
+        .with_key("zero_optimization.offload_optimizer.device");
+  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;
+  if (nvme_params && stage != 3)
+    throw Error("offload_param.device \"nvme\" swaps ZeRO stage 3's parameter partitions; this is stage " +
+                std::to_string(stage) + ": set zero_optimization.stage to 3")
+        .with_key("zero_optimization.offload_param.device");
+  if (nvme_params && !device.is_cpu())
+    throw Error("offload_param to NVMe runs on CPU models only (this model is on " + device.str() + ")")
+        .with_key("zero_optimization.offload_param.device");
+  using Offload = std::pair<const char*, OffloadDevice>;
+  for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
+                                     Offload{"offload_param", zero.offload_param.device}})
+    if (offload == OffloadDevice::Cpu) {
+      if (device.is_cpu())
+        log::info("zero_optimization.", key, ".device \"cpu\": the model runs on the CPU, so its state already "
+                  "lives in host memory; nothing to move");
+      else
+        log::warn("zero_optimization.", key, ".device \"cpu\" is accepted but not acted on for a model on ",
+                  device.str(), " (docs/offload.md)");
+    }
+  if (nvme && type == OptimizerType::Lamb)
+    throw Error("offload_optimizer.device \"nvme\" steps sub-groups of the shard, which suits Adam, AdamW and SGD; "
+                "Lamb's trust ratio needs each parameter whole")
+        .with_key("zero_optimization.offload_optimizer.device");
+  // Offloaded, the optimizer holds no state of its own: it steps the swapped-in sub-groups.
+  optimizer_ = make_optimizer(device, nvme ? 0 : layout_->shard_numel());
+  if (nvme) {
+    at::NoGradGuard no_grad;
+    OptimizerSwapper::Options options;
+    options.nvme_path = zero.offload_optimizer.nvme_path;
+    options.rank = group_->rank();
+    options.names = {"master"};
+    for (const auto& [name, tensor] : optimizer_->state()) options.names.push_back(name);
+    options.shard_numel = layout_->shard_numel();
+    options.sub_group_size = zero.sub_group_size;
+    options.buffer_count = zero.offload_optimizer.buffer_count;
+    options.pipeline_read = zero.offload_optimizer.pipeline_read;
+    options.pipeline_write = zero.offload_optimizer.pipeline_write;
+    // The pipeline engine changes reduced gradients in place (the tied weight's sum, clipping by
+    // the whole pipeline's norm): under it the gradient shard stays in memory.
+    options.gradients = !config_.pipeline().stages;
+    options.sum_of_squares = fused::sum_of_squares;
+    options.aio = io::aio_settings(config_.aio());
+    swapper_ = std::make_unique<zero::OptimizerSwapper>(std::move(options));
+    // The master shard goes to its file a sub-group at a time, never whole in memory: each
+    // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).
+    swapper_->fill(0, [&](int64_t begin, int64_t count, float* dst) {
+      const at::Tensor group = at::from_blob(dst, {count}, at::kFloat);
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const zero::ParamSlot& slot = layout_->slot(i);
+        const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(begin + count, slot.shard_offset + slot.chunk);
+        if (lo >= hi) continue;
+        at::Tensor chunk = at::empty({slot.chunk}, at::kFloat);
+        layout_->copy_rank_chunk(i, params_[i].detach(), chunk);
+        group.narrow(0, lo - begin, hi - lo).copy_(chunk.narrow(0, lo - slot.shard_offset, hi - lo));
+      }
+    });
+  } else {
+    at::NoGradGuard no_grad;
+    master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
+    for (size_t i = 0; i < params_.size(); ++i)
+      layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
+  }
+
+  zero::GradientReducer::TakenFn on_taken;
+  if (stage == 3) on_taken = [this](size_t i) { coordinator_->gradient_taken(i); };
+  // The reducer first: autograd records each parameter's whole shape when its gradient
+  // accumulator is created, and stage 3 is about to leave the parameters empty.
+  reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
+                                                     zero.overlap_comm, std::move(on_taken));
+  reducer_->set_timers(breakdown_timers());
+  if (swapper_ && swapper_->swaps_gradients())
+    reducer_->set_shard_sink([this](const at::Tensor& values, int64_t shard_offset, bool overwrite) {
+      swapper_->write_gradients(values.data_ptr<float>(), shard_offset, values.numel(), overwrite);
+    });
+  if (stage == 3)
+    coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero,
+                                                                nvme_params ? make_param_swapper(config_, *layout_) : nullptr);
+  lr_ = schedule_.lr(0);
+  // Building and sharding the model freed what it no longer holds (whole parameters, staging
+  // copies); the host policy never trims the heap, so without this those pages would stay resident
+  // under every step's peak (~250 MB per rank at stage 3 of a 100M model).
+  malloc_trim(0);
+
+  log::info("engine: ZeRO stage ", stage, ", ", params_.size(), " parameter tensors, dp world ",
+            group_->world_size(), ", train_batch_size ", train_batch_size(), " = micro ",
+            train_micro_batch_size_per_gpu(), " x accumulation ", gradient_accumulation_steps(), " x ranks ",
+            group_->world_size(), ", dtype ", c10::toString(model_dtype(config_)), ", device ", device.str(), ", ",
+            describe(host));
+}
+
+EngineCore::~EngineCore() = default;
+
+// The optimizers that need the group (they communicate) or the layout (per-parameter norms) are
+// built here; the others by make_shard_optimizer.
+std::unique_ptr<ShardOptimizer> EngineCore::make_optimizer(at::Device device, int64_t state_numel) {
+  const OptimizerConfig& config = config_.optimizer();
+  switch (config.type) {
+    case OptimizerType::OneBitAdam:
+      return std::make_unique<OneBitAdamShardOptimizer>(config, layout_->shard_numel(), device, *group_);
+    case OptimizerType::Lamb:
+      return std::make_unique<LambShardOptimizer>(config, *layout_, device, *group_);
+    case OptimizerType::OneBitLamb:
+      return std::make_unique<OneBitLambShardOptimizer>(config, *layout_, device, *group_);
+    case OptimizerType::ZeroOneAdam:
+      return std::make_unique<ZeroOneAdamShardOptimizer>(config, layout_->shard_numel(), device, *group_);
+    default:
+      return make_shard_optimizer(config, state_numel, device);
+  }
+}
+
+void EngineCore::broadcast_parameters() {
+  // One parameter at a time, in place: never a second copy of the whole model. Parameters built
+  // partitioned (ds::zero::Init) were broadcast as they were built.
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!zero::is_partitioned(params_[i])) {
+      group_->broadcast(params_[i].detach(), 0);
+    } else if (zero_stage() != 3) {
+      throw Error("parameter '" + names_[i] + "' was built partitioned (ds::zero::Init), which needs ZeRO stage 3")
+          .with_key("zero_optimization.stage");
+    }
+  }
+}
+
+bool EngineCore::is_gradient_accumulation_boundary() const {
+  return (micro_steps_ + 1) % gradient_accumulation_steps() == 0;
+}
+
+EngineCore::ForwardScope::ForwardScope(EngineCore& engine)
+    : hooks_(engine.coordinator_.get()),
+      timer_(engine.breakdown_timers(), "forward") {
+  if (engine.coordinator_) engine.coordinator_->begin_forward();
+}
+
+EngineCore::ForwardScope::~ForwardScope() = default;
+
+void EngineCore::backward(const at::Tensor& loss) {
+  double scale = 1.0 / gradient_accumulation_steps();
+  if (config_.fp16().enabled) scale *= scaler_.scale();
+  backward({loss * scale}, {});
+}
+
+void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients) {
+  ScopedTimer timer(breakdown_timers(), "backward");
+  reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
+  // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
+  // gradients as they are: the full allreduce is the traffic it exists to save.
+  reducer_->set_local_only(!optimizer_->needs_reduced_gradients(optimizer_steps_ + 1));
+  if (coordinator_) coordinator_->begin_backward();
+  torch::autograd::backward(outputs, gradients);
+  if (reducer_->reducing()) {
+    reducer_->finish_backward();
+    if (reducer_->has_shard_sink()) swapped_grad_sum_of_squares_ = swapper_->finish_gradients();
+  }
+  if (coordinator_) coordinator_->release_all();
+}
+
+at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].is_same(param)) continue;
+    if (!reducer_->has_shard_sink()) return layout_->chunk_view(i, reducer_->grad_shard());
+    const zero::ParamSlot& slot = layout_->slot(i);
+    at::Tensor chunk = at::zeros({slot.chunk}, at::kFloat);
+    if (reducer_->has_gradients()) swapper_->read_gradients(slot.shard_offset, chunk.data_ptr<float>(), slot.chunk);
+    return chunk;
+  }
+  throw Error("reduced_gradient_chunk: not a parameter of this engine");
+}
+
+bool EngineCore::any_overflow(const at::Tensor& grads) {
+  at::Tensor flag = grads.isfinite().all().logical_not().to(at::kFloat).reshape({1});
+  group_->all_reduce(flag, comm::ReduceOp::Max);
+  return flag.item<float>() > 0;
+}
+
+double EngineCore::global_grad_norm(const at::Tensor& grads) {
+  // On the CPU one fused pass without a shard-sized temporary; on a device, tensor ops.
+  at::Tensor sum_sq = grads.is_cpu()
+                          ? at::full({1}, fused::sum_of_squares(grads.data_ptr<float>(), grads.numel()), at::kDouble)
+                          : grads.pow(2).sum().to(at::kDouble).reshape({1});
+  // Under partitioning each rank holds a different shard; unpartitioned, all hold the same, or,
+  // when the gradients were left local (OneBitAdam), each clips its own, as DeepSpeed does.
+  if (layout_->partitions() > 1) group_->all_reduce(sum_sq, comm::ReduceOp::Sum);
+  return std::sqrt(sum_sq.item<double>());
+}
+
+void EngineCore::step() {
+  const bool boundary = is_gradient_accumulation_boundary();
+  ++micro_steps_;
+  if (!boundary) return;
+  ScopedTimer timer(breakdown_timers(), "step");
+  at::NoGradGuard no_grad;
+  ++global_steps_;
+  // In memory the shard is unscaled and clipped here; on NVMe each sub-group is as step_offloaded
+  // swaps it in, by the same operations in the same order, and the norm comes from the sum of
+  // squares taken as the boundary backward wrote the file (the loss scale, a power of two, divides
+  // out exactly).
+  const bool swapped = reducer_->has_shard_sink();
+  const at::Tensor grads = swapped ? at::Tensor() : reducer_->grad_shard();
+  const bool fp16 = config_.fp16().enabled;
+  const double scale = fp16 ? scaler_.scale() : 1.0;
+  at::Tensor sum_of_squares;
+  if (swapped) {
+    const double local = reducer_->has_gradients() ? swapped_grad_sum_of_squares_ / (scale * scale) : 0.0;
+    sum_of_squares = at::full({1}, local, at::kDouble);
+    if (layout_->partitions() > 1) group_->all_reduce(sum_of_squares, comm::ReduceOp::Sum);
+  } else if (fp16) {
+    grads.div_(scale);
+  }
+  if (fp16) {
+    // A non-finite element makes the sum of squares non-finite on every rank.
+    const bool overflow = swapped ? !std::isfinite(sum_of_squares.item<double>()) : any_overflow(grads);
+    if (!scaler_.update(overflow)) {
+      ++skipped_steps_;
+      log::info("step ", global_steps_, ": gradient overflow, step skipped, loss scale now ", scaler_.scale());
+      reducer_->zero_grad_shard();
+      return;
+    }
+  }
+  grad_norm_ = swapped ? std::sqrt(sum_of_squares.item<double>()) : global_grad_norm(grads);
+  const double max_norm = config_.training().gradient_clipping;
+  double clip = 1;
+  if (max_norm > 0) {
+    const double coefficient = max_norm / (grad_norm_ + 1e-6);
+    if (coefficient < 1) clip = coefficient;
+  }
+  if (!swapped && clip < 1) grads.mul_(clip);
+  lr_ = schedule_.lr(optimizer_steps_);
+  ++optimizer_steps_;
+  if (swapper_) {
+    step_offloaded(grads, scale, clip);
+  } else {
+    optimizer_->step(master_, grads, lr_, optimizer_steps_);
+    refresh_model_from_master();
+  }
+  reducer_->zero_grad_shard();
+}
+
+void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double clip) {
+  ScopedTimer timer(breakdown_timers(), "step_offloaded");
+  zero::OptimizerSwapper& swap = *swapper_;
+  const bool has_gradients = reducer_->has_gradients();
+  for (int64_t i = 0; i < swap.sub_groups(); ++i) {
+    // state[0] is the master sub-group, state[1..] the optimizer's state (pipeline_read: i + 1 is
+    // being read meanwhile).
+    const OptimizerSwapper::SubGroup& group = swap.swap_in(i);
+    const float* g = nullptr;
+    if (grads.defined()) {
+      g = grads.data_ptr<float>() + group.offset;
+    } else {
+      // The swapped-in gradient, unscaled and clipped as step() does the shard in memory.
+      at::Tensor values = at::from_blob(group.gradients, {group.numel}, at::kFloat);
+      if (!has_gradients) values.zero_();  // no backward reduced since the last step
+      if (unscale != 1) values.div_(unscale);
+      if (clip < 1) values.mul_(clip);
+      g = group.gradients;
+    }
+    optimizer_->step_range(group.state[0], g, group.state.data() + 1, group.numel, lr_, optimizer_steps_);
+    swap.swap_out(i);  // pipeline_write: written while the next sub-group steps
+    // The buffers stay valid until the slot's next swap_in, so the model takes the new master
+    // values from them while they are written.
+    refresh_model_range(at::from_blob(group.state[0], {group.numel}, at::kFloat), group.offset);
+  }
+  swap.finish_step();
+  finish_refresh();
+}
+
+void EngineCore::refresh_model_from_master() {
+  at::NoGradGuard no_grad;
+  if (!swapper_) {
+    refresh_model_range(master_, 0);
+  } else {
+    at::Tensor values = at::empty({swapper_->sub_group_numel()}, at::kFloat);
+    for (int64_t i = 0; i < swapper_->sub_groups(); ++i) {
+      const OptimizerSwapper::SubGroup& group = swapper_->sub_group(i);
+      swapper_->read(0, group.offset, values.data_ptr<float>(), group.numel);
+      refresh_model_range(values.narrow(0, 0, group.numel), group.offset);
+    }
+  }
+  finish_refresh();
+}
+
+void EngineCore::refresh_model_range(const at::Tensor& values, int64_t shard_offset) {
+  at::NoGradGuard no_grad;
+  if (coordinator_) {
+    coordinator_->load_shard_range(values, shard_offset);
+    return;
+  }
+  // Stages 0-2 hold every parameter whole. The shard range is gathered from every partition
+  // allgather_bucket_size elements at a time, and at most 4M (16 MB of fp32): DeepSpeed's default
+  // (5e8) would put a second copy of the whole model in one temporary (400 MB at 100M parameters,
+  // most of stage 1-2's peak above the model state). Each rank's piece of the range then lands in
+  // the parameters it belongs to.
+  constexpr int64_t kMaxGatherNumel = int64_t{4} << 20;
+  const int partitions = layout_->partitions();
+  const int64_t width =
+      std::max<int64_t>(1, std::min(config_.zero_optimization().allgather_bucket_size, kMaxGatherNumel) / partitions);
+  const auto dtype = params_.front().scalar_type();
+  for (int64_t at = 0; at < values.numel(); at += width) {
+    const int64_t begin = shard_offset + at;
+    const int64_t end = begin + std::min(width, values.numel() - at);
+    const at::Tensor mine = values.narrow(0, at, end - begin).to(dtype);
+    at::Tensor by_rank = mine.view({1, end - begin});
+    if (partitions > 1) {
+      at::Tensor all = at::empty({partitions * (end - begin)}, mine.options());
+      group_->all_gather_into(all, mine);
+      by_rank = all.view({partitions, end - begin});
+    }
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const zero::ParamSlot& slot = layout_->slot(i);
+      const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(end, slot.shard_offset + slot.chunk);
+      if (lo >= hi) continue;
+      at::Tensor flat = params_[i].detach().view({-1});
+      for (int p = 0; p < partitions; ++p) {
+        // Partition p's chunk covers elements [p * chunk, (p + 1) * chunk) of the parameter; the
+        // last one ends in padding.
+        const int64_t first = p * slot.chunk + (lo - slot.shard_offset);
+        const int64_t count = std::min(hi - lo, slot.numel - first);
+        if (count > 0) flat.narrow(0, first, count).copy_(by_rank[p].narrow(0, lo - begin, count));
+      }
+    }
+  }
+}
+
+void EngineCore::finish_refresh() {
+  if (coordinator_) coordinator_->regather_persistent();
+}
+
+at::Tensor EngineCore::master_shard() {
+  if (!swapper_) return master_;
+  at::Tensor master = at::empty({layout_->shard_numel()}, at::kFloat);
+  swapper_->read(0, 0, master.data_ptr<float>(), master.numel());
+  return master;
+}
+
+ModelStateBytes EngineCore::model_state_bytes() const {
+  ModelStateBytes bytes;
+  // Offloaded, the master and optimizer state on NVMe hold no memory; their swap buffers count as
+  // optimizer state.
+  bytes.parameters = master_.defined() ? master_.nbytes() : 0;
+  if (coordinator_) {
+    bytes.parameters += coordinator_->bytes();
+  } else {
+    for (const at::Tensor& param : params_) bytes.parameters += param.nbytes();
+  }
+  bytes.gradients = reducer_->bytes();
+  for (const at::Tensor& param : params_)
+    if (param.grad().defined()) bytes.gradients += param.grad().nbytes();
+  if (swapper_) bytes.gradients += swapper_->gradient_buffer_bytes();
+  for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
+  for (auto& [name, state] : optimizer_->local_state()) bytes.optimizer += state.nbytes();
+  for (auto& [name, state] : optimizer_->replicated_state()) bytes.optimizer += state.nbytes();
+  if (swapper_) bytes.optimizer += swapper_->buffer_bytes();
+  return bytes;
+}
+
+io::SwapStats EngineCore::take_swap_stats() {
+  io::SwapStats stats;
+  if (swapper_) stats += swapper_->take_stats();
+  if (coordinator_ && coordinator_->swapper()) stats += coordinator_->swapper()->take_stats();
+  return stats;
+}
+
+zero::ParamStatus EngineCore::param_status(const at::Tensor& param) const {
+  return coordinator_ ? coordinator_->status(param) : zero::ParamStatus::Available;
+}
+
+}  // namespace ds

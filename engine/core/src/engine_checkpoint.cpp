@@ -1,0 +1,411 @@
+// EngineCore's checkpoints: sharded, one file per rank, described by one index (see
+// docs/checkpoints.md and dstrain/engine/checkpoint/index.hpp).
+//
+// Save: every rank streams its own shard-shaped state (fp32 master, optimizer state) and its
+// per-rank state (an optimizer's local_state, the CPU generator; rank 0 also the optimizer's
+// replicated_state) into <dir>/.<tag>.partial/rank<r>.bin, a bucket at a time straight from the
+// tensors, computing the CRC-32C as it goes; rank 0 gathers the sizes and checksums, writes
+// index.json, renames the folder to <dir>/<tag> and only then updates <dir>/latest. A crash at any
+// point leaves the previous checkpoint and `latest` intact; the next save removes the orphaned
+// .partial folder. No rank gathers anything whole.
+//
+// Load: every rank reads, for each of its chunks, exactly the byte ranges that hold it from the
+// saving ranks' files, straight into its own shard: any stage and world size loads any checkpoint
+// (DeepSpeed's universal checkpoint, without the conversion). The shards' checksums are verified
+// first (each rank checks a share, a bucket at a time). Per-rank state is restored when the world
+// size is unchanged and reset to zero, with a warning, otherwise (DeepSpeed always resets
+// OneBitAdam's errors on load); replicated state is read from rank 0's shard at any world size.
+#include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <optional>
+
+#include "dstrain/engine/checkpoint/index.hpp"
+#include "dstrain/engine/checkpoint/folder.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/io/shard_file.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+
+namespace ds {
+namespace {
+
+namespace fs = std::filesystem;
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+std::string dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kByte: return "uint8";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    default: return c10::toString(type);
+  }
+}
+
+// Runs `body` on every rank; a failure on any rank becomes an error on every rank (the failing
+// rank's own; the others' naming that rank), so that no rank waits forever in a later collective.
+void collectively(comm::Backend& group, const std::function<void()>& body) {
+  std::optional<Error> failure;
+  try {
+    body();
+  } catch (const Error& e) {
+    failure = e;
+  } catch (const std::exception& e) {
+    failure = Error(e.what());
+  }
+  at::Tensor failed = at::zeros({group.world_size()}, at::kFloat);
+  if (failure) failed[group.rank()] = 1.0f;
+  group.all_reduce(failed, comm::ReduceOp::Max);
+  if (failure) throw *failure;
+  for (int r = 0; r < group.world_size(); ++r)
+    if (failed[r].item<float>() > 0) throw Error("checkpoint: rank " + std::to_string(r) + " failed (see its error)").with_rank(r);
+}
+
+// Every rank's `text`, in rank order.
+std::vector<std::string> all_gather_strings(comm::Backend& group, const std::string& text) {
+  at::Tensor length = at::full({1}, static_cast<int64_t>(text.size()), at::kLong);
+  group.all_reduce(length, comm::ReduceOp::Max);
+  at::Tensor mine = at::zeros({length.item<int64_t>() + 1}, at::kByte);
+  std::copy(text.begin(), text.end(), mine.data_ptr<uint8_t>());
+  std::vector<at::Tensor> all;
+  for (int r = 0; r < group.world_size(); ++r) all.push_back(at::empty_like(mine));
+  group.all_gather(all, mine);
+  std::vector<std::string> texts;
+  for (const at::Tensor& t : all) texts.emplace_back(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()));
+  return texts;
+}
+
+// Appends `tensor` (CPU, contiguous) to `out` as one section, a bucket at a time; `check` (optional)
+// sees each piece before it is written.
+void append_section(io::ShardWriter& out, ckpt::ShardEntry& entry, const std::string& name, const at::Tensor& tensor,
+                    int64_t bucket_bytes, const std::function<void(const at::Tensor&)>& check = {}) {
+  const at::Tensor flat = tensor.contiguous().view({-1});
+  entry.sections.push_back({name, dtype_name(flat.scalar_type()), out.bytes(), static_cast<int64_t>(flat.nbytes())});
+  const int64_t per_piece = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(flat.element_size()));
+  for (int64_t at = 0; at < flat.numel(); at += per_piece) {
+    const at::Tensor piece = flat.narrow(0, at, std::min(per_piece, flat.numel() - at));
+    if (check) check(piece);
+    out.append(piece.data_ptr(), static_cast<int64_t>(piece.nbytes()));
+  }
+}
+
+// Appends element range [0, numel) of the swap file `name` (the master or an optimizer state
+// offloaded to NVMe) as one fp32 section, streamed through one bucket-sized buffer.
+void append_swapped_section(io::ShardWriter& out, ckpt::ShardEntry& entry, const std::string& section,
+                            zero::OptimizerSwapper& swap, size_t name, int64_t numel, int64_t bucket_bytes,
+                            const std::function<void(const at::Tensor&)>& check = {}) {
+  entry.sections.push_back({section, "float32", out.bytes(), numel * static_cast<int64_t>(sizeof(float))});
+  const int64_t per_piece = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  at::Tensor buffer = at::empty({std::min(per_piece, numel)}, at::kFloat);
+  for (int64_t at = 0; at < numel; at += per_piece) {
+    const int64_t count = std::min(per_piece, numel - at);
+    swap.read(name, at, buffer.data_ptr<float>(), count);
+    const at::Tensor piece = buffer.narrow(0, 0, count);
+    if (check) check(piece);
+    out.append(piece.data_ptr(), static_cast<int64_t>(piece.nbytes()));
+  }
+}
+
+// A changed model or optimizer is an error naming what changed, before any state is read.
+void check_compatible(const ckpt::CheckpointIndex& index, const std::string& path, const Config& config,
+                      const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                      const NamedTensors& state) {
+  const std::string optimizer = to_string(config.optimizer().type);
+  if (index.optimizer != optimizer)
+    throw Error("checkpoint was trained with optimizer " + index.optimizer + ", this run configures " + optimizer +
+                ": its state cannot carry over").with_key("optimizer.type").with_path(path);
+  std::vector<std::string> state_names;
+  for (const auto& [name, tensor] : state) state_names.push_back(name);
+  if (state_names != index.optimizer_state)
+    throw Error("checkpoint's optimizer state (" + nlohmann::json(index.optimizer_state).dump() + ") differs from this optimizer's (" +
+                nlohmann::json(state_names).dump() + ")").with_key("optimizer").with_path(path);
+
+  const nlohmann::json saved = index.config.value("dstrain", nlohmann::json::object()).value("model", nlohmann::json::object());
+  const nlohmann::json now = config.dstrain_block().value("model", nlohmann::json::object());
+  std::string changed;
+  for (const auto* side : {&saved, &now})
+    for (const auto& item : side->items()) {
+      const std::string& key = item.key();
+      if (side == &now && saved.contains(key)) continue;
+      const std::string before = saved.contains(key) ? saved[key].dump() : "(unset)";
+      const std::string after = now.contains(key) ? now[key].dump() : "(unset)";
+      if (before != after) changed += (changed.empty() ? "" : ", ") + key + " " + before + " -> " + after;
+    }
+  if (!changed.empty())
+    throw Error("the model differs from the checkpoint's: " + changed).with_key("dstrain.model").with_path(path);
+
+  for (size_t i = 0; i < std::max(names.size(), index.params.size()); ++i) {
+    if (i >= names.size() || i >= index.params.size() || names[i] != index.params[i].name)
+      throw Error("checkpoint parameter #" + std::to_string(i) + " is '" +
+                  (i < index.params.size() ? index.params[i].name : "(none)") + "', the model's '" +
+                  (i < names.size() ? names[i] : "(none)") + "' (" + std::to_string(index.params.size()) +
+                  " tensors saved, " + std::to_string(names.size()) + " in the model)").with_path(path);
+    if (shapes[i] != index.params[i].shape)
+      throw Error("checkpoint parameter '" + names[i] + "' has shape " + nlohmann::json(index.params[i].shape).dump() +
+                  ", the model " + nlohmann::json(shapes[i]).dump()).with_path(path);
+  }
+}
+
+}  // namespace
+
+int64_t EngineCore::checkpoint_bucket_bytes() const {
+  // One reduce bucket of fp32, capped: DeepSpeed's default bucket (5e8 elements) is far more than
+  // streaming a file needs.
+  return std::clamp<int64_t>(config_.zero_optimization().reduce_bucket_size * int64_t{4}, 4096, int64_t{64} << 20);
+}
+
+at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {
+  const zero::ParamSlot& slot = layout_->slot(i);
+  at::Tensor chunk = layout_->chunk_view(i, shard);
+  at::Tensor full = chunk;
+  if (layout_->partitions() > 1) {
+    full = at::empty({slot.chunk * layout_->partitions()}, chunk.options());
+    group_->all_gather_into(full, chunk.contiguous());
+  }
+  return full.narrow(0, 0, slot.numel).view(shapes_[i]);
+}
+
+std::map<std::string, at::Tensor> EngineCore::consolidated_weights() {
+  std::map<std::string, at::Tensor> weights;
+  const at::Tensor master = master_shard();
+  for (size_t i = 0; i < params_.size(); ++i) weights[names_[i]] = gather_full(i, master).clone();
+  return weights;
+}
+
+void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
+  if (tag.empty()) tag = "global_step" + std::to_string(global_steps_);
+  at::NoGradGuard no_grad;
+  const int rank = group_->rank();
+  const fs::path folder = fs::path(dir) / tag;
+  const fs::path partial = fs::path(dir) / ("." + tag + ".partial");
+  const int64_t bucket = checkpoint_bucket_bytes();
+  collectively(*group_, [&] {
+    if (rank != 0) return;
+    prepare_save_dir(dir);
+    remove_tree(partial.string());  // a partial folder left by a save that died
+    std::error_code ec;
+    if (!fs::create_directory(partial, ec)) throw Error("cannot create checkpoint folder").with_path(partial.string()).with_errno(ec.value());
+  });
+
+  ckpt::ShardEntry mine{"rank" + std::to_string(rank) + ".bin", 0, 0, {}};
+  try {
+    collectively(*group_, [&] {
+      io::ShardWriter out((partial / mine.file).string());
+      // Only the partitions' owners write the shard-shaped state: under ZeRO 0 every rank holds the
+      // same whole copy, and rank 0 writes it.
+      const auto finite = [&](const at::Tensor& piece) {
+        if (!piece.isfinite().all().item<bool>())
+          throw Error("refusing to save checkpoint '" + tag + "' at step " + std::to_string(global_steps_) +
+                      ": the fp32 master weights are not finite (the training diverged)").with_path(dir);
+      };
+      if (rank < layout_->partitions() && swapper_) {
+        // Offloaded: the same sections, streamed from the swap files (names()[0] is the master).
+        const std::vector<std::string>& swapped = swapper_->names();
+        for (size_t k = 0; k < swapped.size(); ++k)
+          append_swapped_section(out, mine, k == 0 ? "master" : "optim/" + swapped[k], *swapper_, k,
+                                 layout_->shard_numel(), bucket,
+                                 k == 0 ? std::function<void(const at::Tensor&)>(finite) : nullptr);
+      } else if (rank < layout_->partitions()) {
+        append_section(out, mine, "master", master_, bucket, finite);
+        for (auto& [name, tensor] : optimizer_->state()) append_section(out, mine, "optim/" + name, tensor, bucket);
+      }
+      if (rank == 0)
+        for (auto& [name, tensor] : optimizer_->replicated_state())
+          append_section(out, mine, "replicated/" + name, tensor, bucket);
+      for (auto& [name, tensor] : optimizer_->local_state()) append_section(out, mine, "local/" + name, tensor, bucket);
+      append_section(out, mine, "rng", at::detail::getDefaultCPUGenerator().get_state(), bucket);
+      out.finish();
+      mine.bytes = out.bytes();
+      mine.crc32c = out.crc32c();
+    });
+
+    ckpt::CheckpointIndex index;
+    index.tag = tag;
+    index.world_size = group_->world_size();
+    index.zero_stage = zero_stage();
+    index.partitions = layout_->partitions();
+    index.shard_numel = layout_->shard_numel();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const zero::ParamSlot& slot = layout_->slot(i);
+      index.params.push_back({names_[i], shapes_[i], slot.numel, slot.chunk, slot.shard_offset});
+    }
+    index.optimizer = to_string(config_.optimizer().type);
+    for (auto& [name, tensor] : optimizer_->state()) index.optimizer_state.push_back(name);
+    const LossScalerState& s = scaler_.state();
+    index.counters = {{"global_steps", global_steps_},
+                      {"optimizer_steps", optimizer_steps_},
+                      {"skipped_steps", skipped_steps_},
+                      {"micro_steps", micro_steps_},
+                      {"loss_scaler",
+                       {{"scale", s.scale},
+                        {"iteration", s.iteration},
+                        {"last_overflow_iteration", s.last_overflow_iteration},
+                        {"hysteresis_left", s.hysteresis_left}}}};
+    index.config = config_.to_json();
+    nlohmann::json entry = {{"file", mine.file}, {"bytes", mine.bytes}, {"crc32c", mine.crc32c}, {"sections", nlohmann::json::array()}};
+    for (const ckpt::ShardSection& section : mine.sections)
+      entry["sections"].push_back({{"name", section.name}, {"dtype", section.dtype}, {"offset", section.offset}, {"bytes", section.bytes}});
+    const std::vector<std::string> entries = all_gather_strings(*group_, entry.dump());
+
+    collectively(*group_, [&] {
+      if (rank != 0) return;
+      for (const std::string& text : entries) {
+        const nlohmann::json e = nlohmann::json::parse(text);
+        ckpt::ShardEntry shard{e.at("file").get<std::string>(), e.at("bytes").get<int64_t>(),
+                               e.at("crc32c").get<uint32_t>(), {}};
+        for (const auto& section : e.at("sections"))
+          shard.sections.push_back({section.at("name").get<std::string>(), section.at("dtype").get<std::string>(),
+                                    section.at("offset").get<int64_t>(), section.at("bytes").get<int64_t>()});
+        index.shards.push_back(std::move(shard));
+      }
+      const std::string index_path = (partial / "index.json").string();
+      io::ShardWriter out(index_path);
+      const std::string text = index.to_json().dump(1);
+      out.append(text.data(), static_cast<int64_t>(text.size()));
+      out.finish();
+      fsync_path(partial.string());
+      if (fs::exists(folder)) {
+        // Saving a tag again: swap the folders in one step, then drop the old one.
+        if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, folder.c_str(), RENAME_EXCHANGE) != 0)
+          throw Error("cannot replace checkpoint folder").with_path(folder.string()).with_errno(errno);
+        remove_tree(partial.string());
+      } else if (std::rename(partial.c_str(), folder.c_str()) != 0) {
+        throw Error("cannot rename checkpoint folder").with_path(folder.string()).with_errno(errno);
+      }
+      fsync_path(dir);
+      write_file_atomically((fs::path(dir) / "latest").string(), tag + "\n");
+      log::info("checkpoint: saved ", folder.string(), " (", index.shards.size(), " shards)");
+    });
+  } catch (...) {
+    // A failed save leaves nothing behind. Every rank is here (collectively() made the failure
+    // everyone's), and waits until rank 0 has cleaned up before the error ends the job.
+    if (rank == 0) {
+      try {
+        remove_tree(partial.string());
+      } catch (const Error& e) {
+        log::warn("checkpoint: could not clean up after the failed save: ", e.what());
+      }
+    }
+    group_->barrier();
+    throw;
+  }
+}
+
+void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
+  at::NoGradGuard no_grad;
+  NamedTensors state = optimizer_->state();
+  // Every rank reads the folder, the index and the description on its own; agreeing on the outcome
+  // keeps a rank that found a problem from leaving the others inside the collectives below.
+  std::string folder;
+  ckpt::CheckpointIndex index;
+  collectively(*group_, [&] {
+    folder = ckpt::checkpoint_folder(dir, tag);
+    index = ckpt::CheckpointIndex::read(folder);
+    check_compatible(index, (fs::path(folder) / "index.json").string(), config_, names_, shapes_, state);
+  });
+  ckpt::ShardSet shards(folder, index);
+
+  // Every shard checked before any state changes: rank r checks shards r, r + world, ..., and every
+  // rank learns what the others found, so all stop with the same error.
+  {
+    at::Tensor buffer = at::empty({checkpoint_bucket_bytes()}, at::kByte);
+    std::string found;  // "<shard>\t<problem>\n" per bad shard
+    for (int k = group_->rank(); k < index.world_size; k += group_->world_size()) {
+      std::string problem;
+      try {
+        problem = shards.verify(k, buffer.data_ptr(), buffer.numel());
+      } catch (const Error& e) {
+        problem = e.message() + (e.errnum() ? std::string(": ") + std::strerror(*e.errnum()) : "");
+      }
+      if (!problem.empty()) found += std::to_string(k) + "\t" + problem + "\n";
+    }
+    for (const std::string& text : all_gather_strings(*group_, found)) {
+      const auto tab = text.find('\t');
+      if (tab == std::string::npos) continue;
+      const std::string problem = text.substr(tab + 1, text.find('\n') - tab - 1);
+      throw Error(problem).with_path(shards.path(std::stoi(text.substr(0, tab))));
+    }
+  }
+
+  // Offloaded state goes into the swap files through one bucket-sized buffer.
+  const int64_t per_piece = checkpoint_bucket_bytes() / static_cast<int64_t>(sizeof(float));
+  at::Tensor piece = swapper_ ? at::empty({per_piece}, at::kFloat) : at::Tensor();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const zero::ParamSlot& slot = layout_->slot(i);
+    const int64_t begin = std::min<int64_t>(layout_->rank() * slot.chunk, slot.numel);
+    const int64_t count = std::min<int64_t>(slot.chunk, slot.numel - begin);
+    auto read = [&](const std::string& section, const at::Tensor& shard) {
+      at::Tensor chunk = layout_->chunk_view(i, shard);
+      shards.read_elements(i, section, begin, count, chunk.data_ptr<float>());
+      if (count < slot.chunk) chunk.narrow(0, count, slot.chunk - count).zero_();
+    };
+    auto read_swapped = [&](const std::string& section, size_t name) {
+      for (int64_t at = 0; at < slot.chunk; at += per_piece) {
+        const int64_t n = std::min(per_piece, slot.chunk - at);
+        const int64_t valid = std::clamp<int64_t>(count - at, 0, n);
+        if (valid > 0) shards.read_elements(i, section, begin + at, valid, piece.data_ptr<float>());
+        if (valid < n) piece.narrow(0, valid, n - valid).zero_();
+        swapper_->write(name, slot.shard_offset + at, piece.data_ptr<float>(), n);
+      }
+    };
+    if (swapper_) {
+      const std::vector<std::string>& swapped = swapper_->names();
+      for (size_t k = 0; k < swapped.size(); ++k) read_swapped(k == 0 ? "master" : "optim/" + swapped[k], k);
+    } else {
+      read("master", master_);
+      for (auto& [name, tensor] : state) read("optim/" + name, tensor);
+    }
+  }
+  const nlohmann::json& counters = index.counters;
+  global_steps_ = counters.at("global_steps").get<int64_t>();
+  optimizer_steps_ = counters.at("optimizer_steps").get<int64_t>();
+  skipped_steps_ = counters.at("skipped_steps").get<int64_t>();
+  micro_steps_ = counters.at("micro_steps").get<int64_t>();
+  const nlohmann::json& s = counters.at("loss_scaler");
+  scaler_.restore({s.at("scale").get<double>(), s.at("iteration").get<int64_t>(),
+                   s.at("last_overflow_iteration").get<int64_t>(), s.at("hysteresis_left").get<int>()});
+
+  const bool same_world = index.world_size == group_->world_size();
+  if (const NamedTensors local = optimizer_->local_state(); !local.empty()) {
+    std::string names;
+    for (const auto& [name, tensor] : local) names += (names.empty() ? "" : ", ") + name;
+    if (same_world) {
+      for (const auto& [name, tensor] : local)
+        shards.read_section(group_->rank(), "local/" + name, tensor.data_ptr(), static_cast<int64_t>(tensor.nbytes()));
+    } else {
+      log::warn("checkpoint: the world size changed (", index.world_size, " -> ", group_->world_size(),
+                "); the optimizer's per-rank state (", names, ") restarts from zero");
+      for (const auto& [name, tensor] : local) tensor.zero_();
+    }
+  }
+  // State that every rank holds alike is rank 0's copy, whatever the world size.
+  for (auto& [name, tensor] : optimizer_->replicated_state())
+    shards.read_section(0, "replicated/" + name, tensor.data_ptr(), static_cast<int64_t>(tensor.nbytes()));
+  // Each rank resumes its own random stream when the world size is unchanged.
+  if (same_world) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    at::Tensor rng = at::empty_like(generator.get_state());
+    shards.read_section(group_->rank(), "rng", rng.data_ptr(), static_cast<int64_t>(rng.nbytes()));
+    generator.set_state(rng);
+  }
+  lr_ = schedule_.lr(std::max<int64_t>(0, optimizer_steps_ - 1));
+  refresh_model_from_master();
+  reducer_->zero_grad_shard();
+  log::info("checkpoint: loaded ", folder, " at step ", global_steps_);
+}
+
+}  // namespace ds

@@ -1,0 +1,154 @@
+// ds::zero::OptimizerSwapper: ZeRO-Infinity's optimizer state on NVMe (offload_optimizer.device "nvme").
+//
+// This rank's fp32 master shard and each optimizer state shard (Adam's exp_avg and exp_avg_sq,
+// SGD's momentum_buffer) live in one file each, <folder>/<name>.swp, under a fresh folder in
+// nvme_path. The shard is cut into sub-groups of sub_group_size elements (rounded up to 1024, so
+// that every transfer is 4096-aligned and goes O_DIRECT); sub-group i is the same byte range of
+// every file. The optimizer step visits them in order:
+//
+//   for (int64_t i = 0; i < swapper.sub_groups(); ++i) {
+//     const OptimizerSwapper::SubGroup& g = swapper.swap_in(i);  // g.state[k]: names[k]'s values
+//     ...fused kernel on g.state, g.numel elements at shard offset g.offset...
+//     swapper.swap_out(i);
+//   }
+//   swapper.finish_step();
+//
+// pipeline_read reads sub-group i+1 while i is stepped; pipeline_write writes i-1 back while i is
+// stepped. Buffers: one locked buffer per file per sub-group in memory at once, that is one
+// sub-group without pipelining, two with one of them, three with both; buffer_count must cover it.
+// Reads and writes go through two io_uring handles (the aio block's settings) so a wait for the
+// next reads never waits for the previous writes.
+//
+// With Options::gradients the fp32 gradient shard is a file too, <folder>/gradients.swp: the
+// reducer's results arrive during backward as ranges of any size and alignment
+// (write_gradients), are staged in a few locked pages and go out O_DIRECT a page at a time once a
+// page is complete; swap_in reads the sub-group's gradient with its state (SubGroup::gradients)
+// and swap_out never writes it back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dstrain/io/aio_settings.hpp"
+#include "dstrain/io/locked_buffers.hpp"
+#include "dstrain/io/raw_aio_handle.hpp"
+#include "dstrain/io/swap_stats.hpp"
+
+namespace ds::zero {
+
+class OptimizerSwapper {
+ public:
+  struct Options {
+    std::string nvme_path;           // the folder is created in it (offload_optimizer.nvme_path)
+    int rank = 0;                    // names the folder
+    std::vector<std::string> names;  // the swapped shards, e.g. {"master", "exp_avg", "exp_avg_sq"}
+    int64_t shard_numel = 0;
+    int64_t sub_group_size = 0;      // elements; 0 or more than the shard: one sub-group
+    int buffer_count = 0;            // offload_optimizer.buffer_count
+    bool pipeline_read = false;
+    bool pipeline_write = false;
+    bool gradients = false;          // the fp32 gradient shard in gradients.swp too
+    // With `gradients`: the kernel that sums the squares of each staged range (the engine's fused
+    // one; zero/ sits below the engine's kernels, so it is handed in).
+    double (*sum_of_squares)(const float* values, int64_t n) = nullptr;
+    io::AioSettings aio;
+  };
+
+  struct SubGroup {
+    int64_t offset = 0;  // first shard element
+    int64_t numel = 0;
+    std::vector<float*> state;  // one buffer per name, numel valid elements each
+    float* gradients = nullptr;  // the gradient's numel elements (Options::gradients), read, never written
+  };
+
+  // Checks nvme_path (exists, writable, O_DIRECT, room for every file), buffer_count (an error
+  // naming the count that would work) and creates the files' fresh folder. Every file starts as
+  // zeros; fill() sets other initial values.
+  explicit OptimizerSwapper(Options options);
+  // Waits for transfers still queued and removes the folder.
+  ~OptimizerSwapper();
+  OptimizerSwapper(const OptimizerSwapper&) = delete;
+  OptimizerSwapper& operator=(const OptimizerSwapper&) = delete;
+
+  int64_t sub_groups() const { return static_cast<int64_t>(groups_.size()); }
+  int64_t sub_group_numel() const { return group_numel_; }  // the largest
+  const SubGroup& sub_group(int64_t i) const { return groups_.at(i); }
+  const std::vector<std::string>& names() const { return options_.names; }
+  const std::string& folder() const { return folder_; }
+  std::string path_of(size_t name) const;
+  bool swaps_gradients() const { return options_.gradients; }
+  std::string gradient_path() const { return folder_ + "/gradients.swp"; }
+  // Bytes of locked buffers held for the optimizer's files and for the gradient's (its sub-group
+  // buffers and staging pages), and bytes of swap files on disk.
+  int64_t buffer_bytes() const;
+  int64_t gradient_buffer_bytes() const;
+  int64_t file_bytes() const;
+
+  // Sub-group i's state in memory: waits for its reads (queued ahead under pipeline_read), then
+  // queues the reads of i + 1 when pipelining. Sub-groups go in order 0, 1, ...
+  const SubGroup& swap_in(int64_t i);
+  // Queues sub-group i's writes; without pipeline_write, waits for them.
+  void swap_out(int64_t i);
+  // Waits for the writes still queued: after it the files hold the step's result.
+  void finish_step();
+
+  // Gradient ranges from the reducer during backward: shard elements [offset, offset + count) are
+  // set to `values` (overwrite) or have them added (the file's values read back first). Ranges of
+  // one backward must not overlap; a few pages may be open at once (any order within that).
+  void write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite);
+  // At the end of a backward whose ranges covered the whole shard: waits for the last pages'
+  // writes, so the file holds the result. Returns the sum of squares (in double) of the values the
+  // file now holds, taken as they were staged.
+  double finish_gradients();
+  // Synchronous read of gradient elements [offset, offset + count), outside a backward.
+  void read_gradients(int64_t offset, float* dst, int64_t count);
+
+  // Sets every value of one file, a sub-group at a time: `produce(offset, count, dst)` writes shard
+  // elements [offset, offset + count) into dst (a swap buffer), which then goes out O_DIRECT.
+  void fill(size_t name, const std::function<void(int64_t offset, int64_t count, float* dst)>& produce);
+  // Synchronous access to elements [offset, offset + count) of one file, outside a step
+  // (checkpoints). Any buffer; unaligned pieces go through the page cache.
+  void read(size_t name, int64_t offset, float* dst, int64_t count);
+  void write(size_t name, int64_t offset, const float* src, int64_t count);
+
+  // The I/O since the last call, then starts counting again.
+  io::SwapStats take_stats();
+
+ private:
+  // A page of the gradient file being staged: page `index` covers shard elements
+  // [index * page_numel_, + page_numel_) (the last one fewer).
+  struct GradientPage {
+    float* buffer = nullptr;
+    int64_t index = -1;    // -1: free
+    int64_t missing = 0;   // shard elements of the page not yet staged in this backward
+    bool writing = false;  // queued to the file; free once the writes are waited for
+  };
+
+  int64_t padded(int64_t numel) const;
+  void queue_reads(int64_t i);
+  void wait_reads();
+  void wait_writes();
+  GradientPage& open_page(int64_t index, bool overwrite);
+  void wait_gradient_writes();
+
+  Options options_;
+  std::string folder_;
+  int64_t group_numel_ = 0;
+  std::vector<SubGroup> groups_;  // offsets and sizes, each with its slot's buffers
+  io::LockedBuffers buffers_;     // before the handles: their destructors wait for I/O into these
+  std::vector<std::vector<float*>> slots_;  // sub-group i uses slot i % slots_.size()
+  std::unique_ptr<io::RawAioHandle> reader_;
+  std::unique_ptr<io::RawAioHandle> writer_;
+  int64_t reading_ = -1;  // the sub-group whose reads are queued, -1 for none
+  int64_t writing_ = -1;  // the sub-group whose writes are queued, -1 for none
+  std::vector<GradientPage> pages_;
+  int64_t page_numel_ = 0;
+  bool page_writes_queued_ = false;
+  double gradient_sum_of_squares_ = 0;  // of the values staged since the last finish_gradients()
+  io::SwapStats stats_;
+};
+
+}  // namespace ds::zero

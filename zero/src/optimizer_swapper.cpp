@@ -1,0 +1,272 @@
+#include "dstrain/zero/optimizer_swapper.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "dstrain/io/swap_preflight.hpp"
+#include "dstrain/io/swap_units.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+
+namespace ds::zero {
+namespace {
+
+constexpr const char* kKey = "zero_optimization.offload_optimizer";
+// The gradient's staging pages: 4 MiB each (a few large O_DIRECT writes per bucket), and enough of
+// them that pages keep being filled while earlier ones are written.
+constexpr int64_t kGradientPageNumel = int64_t{1} << 20;
+constexpr int kGradientPages = 4;
+
+}  // namespace
+
+OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options)) {
+  const int64_t numel = options_.shard_numel;
+  const int64_t size = options_.sub_group_size;
+  group_numel_ = io::round_up(std::max<int64_t>(1, size <= 0 || size > numel ? numel : size), io::kAlignElements);
+  for (int64_t offset = 0; offset < numel; offset += group_numel_)
+    groups_.push_back({offset, std::min(group_numel_, numel - offset), {}});
+
+  const int slots = 1 + (options_.pipeline_read ? 1 : 0) + (options_.pipeline_write ? 1 : 0);
+  const int files = static_cast<int>(options_.names.size()) + (options_.gradients ? 1 : 0);
+  const int needed = slots * files;
+  if (options_.buffer_count < needed)
+    throw Error("buffer_count is " + std::to_string(options_.buffer_count) + ", but swapping " +
+                std::to_string(options_.names.size()) + " optimizer shards" + (options_.gradients ? " and the gradient" : "") +
+                (slots > 1 ? " with pipeline_read/pipeline_write (" + std::to_string(slots) + " sub-groups in memory)" : "") +
+                " needs " + std::to_string(needed) + ": set buffer_count to " + std::to_string(needed) + " or more")
+        .with_key(std::string(kKey) + ".buffer_count");
+
+  folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-optimizer-rank" + std::to_string(options_.rank),
+                                 std::string(kKey) + ".nvme_path", file_bytes());
+  try {
+    for (int s = 0; s < slots; ++s) {
+      std::vector<float*> buffers;
+      for (size_t k = 0; k < options_.names.size(); ++k)
+        buffers.push_back(static_cast<float*>(buffers_.allocate(group_numel_ * sizeof(float))));
+      // The gradient's buffer last in each slot.
+      if (options_.gradients) buffers.push_back(static_cast<float*>(buffers_.allocate(group_numel_ * sizeof(float))));
+      slots_.push_back(std::move(buffers));
+    }
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const std::vector<float*>& slot = slots_[i % slots_.size()];
+      groups_[i].state.assign(slot.begin(), slot.begin() + static_cast<int64_t>(options_.names.size()));
+      if (options_.gradients) groups_[i].gradients = slot.back();
+    }
+    if (options_.gradients) {
+      page_numel_ = std::min(kGradientPageNumel, padded(numel));
+      for (int p = 0; p < kGradientPages; ++p)
+        pages_.push_back({static_cast<float*>(buffers_.allocate(page_numel_ * sizeof(float)))});
+    }
+    reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
+    writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
+    // Every file written whole once, from a zeroed buffer: the space is taken now, and the files
+    // hold the optimizer's initial zeros.
+    std::vector<std::string> paths;
+    for (size_t k = 0; k < options_.names.size(); ++k) paths.push_back(path_of(k));
+    if (options_.gradients) paths.push_back(gradient_path());
+    for (const std::string& path : paths)
+      for (const SubGroup& g : groups_) writer_->async_pwrite(slots_[0][0], padded(g.numel) * sizeof(float), path, g.offset * sizeof(float));
+    writer_->wait();
+  } catch (...) {
+    writer_.reset();
+    reader_.reset();
+    remove_tree(folder_);
+    throw;
+  }
+  log::info("offload_optimizer: ", options_.names.size(), " optimizer shards", options_.gradients ? " and the gradient" : "",
+            " of ", numel, " fp32 elements on NVMe in ", folder_, ", ", groups_.size(), " sub-group(s) of ", group_numel_,
+            ", ", slots, " in memory (", (buffer_bytes() + gradient_buffer_bytes()) / 1e6, " MB locked), pipeline_read ", options_.pipeline_read ? "on" : "off",
+            ", pipeline_write ", options_.pipeline_write ? "on" : "off");
+}
+
+OptimizerSwapper::~OptimizerSwapper() {
+  // The handles' destructors wait for queued I/O (and log its errors) before the files go.
+  writer_.reset();
+  reader_.reset();
+  try {
+    remove_tree(folder_);
+  } catch (const Error& e) {
+    log::warn_all("offload_optimizer: could not remove the swap folder: ", e.what());
+  }
+}
+
+std::string OptimizerSwapper::path_of(size_t name) const { return folder_ + "/" + options_.names.at(name) + ".swp"; }
+
+int64_t OptimizerSwapper::padded(int64_t numel) const { return io::round_up(numel, io::kAlignElements); }
+
+int64_t OptimizerSwapper::buffer_bytes() const {
+  return static_cast<int64_t>(slots_.size() * options_.names.size()) * group_numel_ * sizeof(float);
+}
+
+int64_t OptimizerSwapper::gradient_buffer_bytes() const {
+  if (!options_.gradients) return 0;
+  return (static_cast<int64_t>(slots_.size()) * group_numel_ + static_cast<int64_t>(pages_.size()) * page_numel_) *
+         static_cast<int64_t>(sizeof(float));
+}
+
+int64_t OptimizerSwapper::file_bytes() const {
+  const int64_t files = static_cast<int64_t>(options_.names.size()) + (options_.gradients ? 1 : 0);
+  return files * padded(options_.shard_numel) * sizeof(float);
+}
+
+void OptimizerSwapper::queue_reads(int64_t i) {
+  const SubGroup& g = groups_[i];
+  for (size_t k = 0; k < options_.names.size(); ++k)
+    reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
+  if (g.gradients) reader_->async_pread(g.gradients, padded(g.numel) * sizeof(float), gradient_path(), g.offset * sizeof(float));
+  reading_ = i;
+  const int64_t files = static_cast<int64_t>(options_.names.size()) + (g.gradients ? 1 : 0);
+  stats_.read_bytes += files * padded(g.numel) * sizeof(float);
+}
+
+void OptimizerSwapper::wait_reads() {
+  if (reading_ < 0) return;
+  stats_.read_seconds += io::wait_counted(*reader_, stats_);
+  reading_ = -1;
+}
+
+void OptimizerSwapper::wait_writes() {
+  if (writing_ < 0) return;
+  stats_.write_seconds += io::wait_counted(*writer_, stats_);
+  writing_ = -1;
+}
+
+const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
+  if (reading_ != i) {
+    // Not read ahead (the first sub-group, or no pipeline_read). Its slot's last writes (sub-group
+    // i - slots) finished when i - slots + 1 was swapped out, so the buffers are free.
+    wait_reads();
+    queue_reads(i);
+  }
+  wait_reads();
+  if (options_.pipeline_read && i + 1 < sub_groups()) queue_reads(i + 1);
+  return groups_[i];
+}
+
+void OptimizerSwapper::swap_out(int64_t i) {
+  // One sub-group's writes in flight at most: the slot that sub-group i + 1's read-ahead reuses
+  // (i + 1 - slots) is then never still being written.
+  wait_writes();
+  const SubGroup& g = groups_[i];
+  for (size_t k = 0; k < options_.names.size(); ++k)
+    writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
+  writing_ = i;
+  stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
+  if (!options_.pipeline_write) wait_writes();
+}
+
+void OptimizerSwapper::finish_step() {
+  wait_reads();
+  wait_writes();
+}
+
+OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool overwrite) {
+  for (GradientPage& page : pages_)
+    if (page.index == index) {
+      if (page.writing) throw Error("offload_optimizer: gradient page " + std::to_string(index) + " staged twice in one backward");
+      return page;
+    }
+  auto free_page = [&] { return std::find_if(pages_.begin(), pages_.end(), [](const GradientPage& p) { return p.index < 0; }); };
+  auto page = free_page();
+  if (page == pages_.end()) {
+    wait_gradient_writes();
+    page = free_page();
+  }
+  if (page == pages_.end())
+    throw Error("offload_optimizer: more than " + std::to_string(pages_.size()) +
+                " gradient pages partly staged at once (the reducer's ranges are expected in shard order)");
+  const int64_t begin = index * page_numel_;
+  const int64_t valid = std::min(page_numel_, options_.shard_numel - begin);
+  page->index = index;
+  page->missing = valid;
+  if (overwrite) {
+    // Every shard element of the page is about to be staged; only the padding needs its zeros.
+    std::fill(page->buffer + valid, page->buffer + padded(valid), 0.0f);
+  } else {
+    // Blocking: the time waited is the time the read was in flight.
+    const double start = io::now();
+    reader_->sync_pread(page->buffer, padded(valid) * sizeof(float), gradient_path(), begin * sizeof(float));
+    const double seconds = io::now() - start;
+    stats_.read_bytes += padded(valid) * sizeof(float);
+    stats_.read_seconds += seconds;
+    stats_.wait_seconds += seconds;
+  }
+  return *page;
+}
+
+void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite) {
+  while (count > 0) {
+    const int64_t index = offset / page_numel_;
+    const int64_t at = offset - index * page_numel_;
+    const int64_t n = std::min(count, page_numel_ - at);
+    GradientPage& page = open_page(index, overwrite);
+    float* dst = page.buffer + at;
+    if (overwrite) {
+      std::copy(values, values + n, dst);
+    } else {
+      for (int64_t j = 0; j < n; ++j) dst[j] += values[j];  // as the in-memory shard's add_
+    }
+    gradient_sum_of_squares_ += options_.sum_of_squares(dst, n);
+    page.missing -= n;
+    if (page.missing == 0) {
+      const int64_t valid = std::min(page_numel_, options_.shard_numel - index * page_numel_);
+      writer_->async_pwrite(page.buffer, padded(valid) * sizeof(float), gradient_path(), index * page_numel_ * sizeof(float));
+      page.writing = true;
+      page_writes_queued_ = true;
+      stats_.write_bytes += padded(valid) * sizeof(float);
+    }
+    values += n;
+    offset += n;
+    count -= n;
+  }
+}
+
+void OptimizerSwapper::wait_gradient_writes() {
+  if (!page_writes_queued_) return;
+  stats_.write_seconds += io::wait_counted(*writer_, stats_);
+  page_writes_queued_ = false;
+  for (GradientPage& page : pages_)
+    if (page.writing) page = {page.buffer};
+}
+
+double OptimizerSwapper::finish_gradients() {
+  for (const GradientPage& page : pages_)
+    if (page.index >= 0 && !page.writing)
+      throw Error("offload_optimizer: gradient page " + std::to_string(page.index) + " lacks " +
+                  std::to_string(page.missing) + " elements at the end of backward");
+  wait_gradient_writes();
+  const double sum = gradient_sum_of_squares_;
+  gradient_sum_of_squares_ = 0;
+  return sum;
+}
+
+void OptimizerSwapper::read_gradients(int64_t offset, float* dst, int64_t count) {
+  if (count > 0) reader_->sync_pread(dst, count * sizeof(float), gradient_path(), offset * sizeof(float));
+}
+
+void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64_t, float*)>& produce) {
+  float* buffer = slots_[0][0];
+  for (const SubGroup& g : groups_) {
+    // The padding past the shard's end stays zero, as the files started.
+    std::fill(buffer, buffer + padded(g.numel), 0.0f);
+    produce(g.offset, g.numel, buffer);
+    writer_->sync_pwrite(buffer, padded(g.numel) * sizeof(float), path_of(name), g.offset * sizeof(float));
+  }
+}
+
+void OptimizerSwapper::read(size_t name, int64_t offset, float* dst, int64_t count) {
+  if (count > 0) reader_->sync_pread(dst, count * sizeof(float), path_of(name), offset * sizeof(float));
+}
+
+void OptimizerSwapper::write(size_t name, int64_t offset, const float* src, int64_t count) {
+  if (count > 0) writer_->sync_pwrite(src, count * sizeof(float), path_of(name), offset * sizeof(float));
+}
+
+io::SwapStats OptimizerSwapper::take_stats() {
+  const io::SwapStats stats = stats_;
+  stats_ = {};
+  return stats;
+}
+
+}  // namespace ds::zero
