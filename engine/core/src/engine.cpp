@@ -113,7 +113,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   optimizer_ = make_optimizer(device, nvme ? 0 : layout_->shard_numel());
   if (nvme) {
     at::NoGradGuard no_grad;
-    OptimizerSwapper::Options options;
+    zero::OptimizerSwapper::Options options;
     options.nvme_path = zero.offload_optimizer.nvme_path;
     options.rank = group_->rank();
     options.names = {"master"};
@@ -331,7 +331,7 @@ void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double 
   for (int64_t i = 0; i < swap.sub_groups(); ++i) {
     // state[0] is the master sub-group, state[1..] the optimizer's state (pipeline_read: i + 1 is
     // being read meanwhile).
-    const OptimizerSwapper::SubGroup& group = swap.swap_in(i);
+    const zero::OptimizerSwapper::SubGroup& group = swap.swap_in(i);
     const float* g = nullptr;
     if (grads.defined()) {
       g = grads.data_ptr<float>() + group.offset;
@@ -360,7 +360,7 @@ void EngineCore::refresh_model_from_master() {
   } else {
     at::Tensor values = at::empty({swapper_->sub_group_numel()}, at::kFloat);
     for (int64_t i = 0; i < swapper_->sub_groups(); ++i) {
-      const OptimizerSwapper::SubGroup& group = swapper_->sub_group(i);
+      const zero::OptimizerSwapper::SubGroup& group = swapper_->sub_group(i);
       swapper_->read(0, group.offset, values.data_ptr<float>(), group.numel);
       refresh_model_range(values.narrow(0, 0, group.numel), group.offset);
     }
