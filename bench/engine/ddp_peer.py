@@ -2,7 +2,7 @@
 """PyTorch DistributedDataParallel on dstrain's GPT: the peer bench/engine/vs_ddp.sh measures against.
 
 Launched by mpirun (ranks from OpenMPI's environment), gloo over localhost. The model is
-engine/src/models/gpt*.cpp op for op: learned positions, pre-LayerNorm blocks with biases, the same
+engine/models/src/gpt*.cpp op for op: learned positions, pre-LayerNorm blocks with biases, the same
 attention (matmul, causal mask, softmax), tanh GELU, the head tied to the token embedding, GPT-2
 initialisation; AdamW (torch's defaults but lr and weight decay as given), fp32, no clipping,
 random tokens. Prints one JSON line per step on rank 0: {"step", "samples_per_sec", "loss", "cpu_user_seconds",

@@ -1,4 +1,4 @@
-"""dstrain's built-in GPT (engine/src/models/gpt*.cpp) in PyTorch, op for op, for the peers that
+"""dstrain's built-in GPT (engine/models/src/gpt*.cpp) in PyTorch, op for op, for the peers that
 benchmarks measure dstrain against: bench/engine/ddp_peer.py (DDP on CPUs) and bench/gpu/torch_peer.py
 (PyTorch's own loop on a GPU). Learned positions, pre-LayerNorm blocks with biases, the same
 attention (matmul, causal mask, softmax), tanh GELU, the head tied to the token embedding, GPT-2
