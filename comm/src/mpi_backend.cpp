@@ -12,6 +12,7 @@
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "mpi_backend_impl.hpp"
 #include "mpi_checked_call.hpp"
 #include "mpi_errors.hpp"
 #include "mpi_float16_ops.hpp"
@@ -130,8 +131,8 @@ int64_t dtype_or_missing(const at::Tensor& t) { return t.defined() ? static_cast
 
 class MpiWork final : public Work {
  public:
-  MpiWork(MpiBackend& backend, std::shared_ptr<CheckedCall> call, std::function<void()> finish)
-      : backend_(backend), call_(std::move(call)), finish_(std::move(finish)) {}
+  MpiWork(MpiBackend::Impl& group, std::shared_ptr<CheckedCall> call, std::function<void()> finish)
+      : group_(group), call_(std::move(call)), finish_(std::move(finish)) {}
   // MPI may still be writing into the tensors: an unwaited handle waits before it lets them go.
   ~MpiWork() override {
     if (done_) return;
@@ -144,25 +145,33 @@ class MpiWork final : public Work {
   void wait() override {
     if (done_) return;
     done_ = true;
-    backend_.finish(*call_);
+    group_.finish(*call_);
     finish_();
   }
 
  private:
-  MpiBackend& backend_;
+  MpiBackend::Impl& group_;
   std::shared_ptr<CheckedCall> call_;
   std::function<void()> finish_;
   bool done_ = false;
 };
 
 MpiBackend::MpiBackend(bool cuda_aware, std::chrono::milliseconds timeout)
-    : MpiBackend(duplicate_world(), cuda_aware, nullptr, "world") {
+    : MpiBackend(std::make_unique<Impl>(duplicate_world(), cuda_aware, nullptr, "world")) {
   if (timeout.count() <= 0) throw Error(log::concat("MpiBackend: the timeout must be positive, got ", timeout.count(), " ms"));
-  watchdog_ = std::make_shared<Watchdog>(timeout);
-  watchdog_->register_group(id_, &posted_calls_);
+  impl_->watchdog_ = std::make_shared<Watchdog>(timeout);
+  impl_->watchdog_->register_group(impl_->id_, &impl_->posted_calls_);
 }
 
-MpiBackend::MpiBackend(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog> watchdog, std::string label)
+MpiBackend::MpiBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MpiBackend::~MpiBackend() = default;
+
+int MpiBackend::rank() const { return impl_->rank_; }
+int MpiBackend::world_size() const { return impl_->world_size_; }
+bool MpiBackend::cuda_aware() const { return impl_->cuda_aware_; }
+
+MpiBackend::Impl::Impl(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog> watchdog, std::string label)
     : comm_(comm), watchdog_(std::move(watchdog)), label_(std::move(label)), id_(fnv1a(label_.data(), label_.size())),
       cuda_aware_(cuda_aware) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -186,7 +195,7 @@ MpiBackend::MpiBackend(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog>
   float16_ops_ = create_float16_ops();
 }
 
-MpiBackend::~MpiBackend() {
+MpiBackend::Impl::~Impl() {
   if (watchdog_) watchdog_->unregister_group(id_);
   if (mpi_finalized()) return;  // MPI_Finalize already released everything
   free_float16_ops(bfloat16_ops_);
@@ -195,14 +204,14 @@ MpiBackend::~MpiBackend() {
   MPI_Comm_free(&comm_);
 }
 
-void MpiBackend::check_usable(const char* collective) const {
+void MpiBackend::Impl::check_usable(const char* collective) const {
   if (!unusable_.empty())
     throw Error(std::string(collective) + ": group " + label_ + " is unusable since an earlier call failed: " +
                 unusable_)
         .with_rank(rank_);
 }
 
-std::shared_ptr<CheckedCall> MpiBackend::begin(const char* collective, const std::vector<int64_t>& values,
+std::shared_ptr<CheckedCall> MpiBackend::Impl::begin(const char* collective, const std::vector<int64_t>& values,
                                                std::string description, const std::string& problem) {
   check_usable(collective);
   auto call = std::make_shared<CheckedCall>(collective, ++posted_calls_, values, std::move(description), problem,
@@ -213,12 +222,12 @@ std::shared_ptr<CheckedCall> MpiBackend::begin(const char* collective, const std
   throw Error(std::string(collective) + ": " + problem).with_rank(rank_);
 }
 
-void MpiBackend::post(CheckedCall& call, CheckedCall::Post data_call, const char* mpi_call, int pieces) {
+void MpiBackend::Impl::post(CheckedCall& call, CheckedCall::Post data_call, const char* mpi_call, int pieces) {
   call.set_post(std::move(data_call), mpi_call, pieces);
   advance();
 }
 
-void MpiBackend::advance() {
+void MpiBackend::Impl::advance() {
   while (!queued_.empty() && queued_.front()->check_complete()) {
     CheckedCall& call = *queued_.front();
     std::string failure = call.disagreement();
@@ -236,7 +245,7 @@ void MpiBackend::advance() {
   }
 }
 
-void MpiBackend::finish(CheckedCall& call) {
+void MpiBackend::Impl::finish(CheckedCall& call) {
   watchdog_->wait({call.collective(), id_, &label_, call.number(), &peers_}, [&] {
     advance();
     return call.complete();
@@ -244,7 +253,7 @@ void MpiBackend::finish(CheckedCall& call) {
   if (!call.failure().empty()) throw Error(call.failure()).with_rank(rank_);
 }
 
-void MpiBackend::wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
+void MpiBackend::Impl::wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
                       const char* mpi_call) {
   int rc = MPI_SUCCESS;
   watchdog_->wait({what, id_, &label_, call, &peers}, [&] {
@@ -255,11 +264,11 @@ void MpiBackend::wait(MPI_Request& request, const std::string& what, int64_t cal
   check_mpi(rc, mpi_call);
 }
 
-bool MpiBackend::reachable(const at::Tensor& tensor) const {
+bool MpiBackend::Impl::reachable(const at::Tensor& tensor) const {
   return tensor.is_cpu() || (cuda_aware_ && tensor.is_cuda());
 }
 
-MPI_Op MpiBackend::mpi_op(ReduceOp op, at::ScalarType dtype) const {
+MPI_Op MpiBackend::Impl::mpi_op(ReduceOp op, at::ScalarType dtype) const {
   const bool float16 = dtype == at::kBFloat16 || dtype == at::kHalf;
   const auto& ops = dtype == at::kBFloat16 ? bfloat16_ops_ : float16_ops_;
   switch (op) {
@@ -274,21 +283,21 @@ MPI_Op MpiBackend::mpi_op(ReduceOp op, at::ScalarType dtype) const {
 void MpiBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
 std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp op) {
-  auto call = begin("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
+  auto call = impl_->begin("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
                     first_problem({tensor_problem(tensor, "tensor"), op_problem(op, tensor),
                                    count_problem(tensor, "tensor")}));
-  auto staged = std::make_shared<StagedTensor>(tensor, reachable(tensor));
+  auto staged = std::make_shared<StagedTensor>(tensor, impl_->reachable(tensor));
   const auto dtype = tensor.scalar_type();
   const Pieces pieces(tensor.numel(), tensor.element_size());
-  post(*call,
-       [this, staged, pieces, type = mpi_type(dtype), mpi_reduce = mpi_op(op, dtype),
+  impl_->post(*call,
+       [this, staged, pieces, type = mpi_type(dtype), mpi_reduce = impl_->mpi_op(op, dtype),
         element_size = tensor.element_size()](int piece, MPI_Request* request) {
          return MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(staged->data()) + pieces.begin(piece) * element_size,
-                               pieces.count(piece), type, mpi_reduce, comm_, request);
+                               pieces.count(piece), type, mpi_reduce, impl_->comm_, request);
        },
        "MPI_Iallreduce", pieces.size());
-  const int world = world_size_;
-  return std::make_unique<MpiWork>(*this, std::move(call), [staged, op, world] {
+  const int world = world_size();
+  return std::make_unique<MpiWork>(*impl_, std::move(call), [staged, op, world] {
                                      if (op == ReduceOp::Avg) staged->tensor().div_(world);
                                      staged->copy_back();
                                    });
@@ -296,42 +305,42 @@ std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp o
 
 void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   std::string problem = tensor_problem(input, "input");
-  if (problem.empty() && static_cast<int>(outputs.size()) != world_size_)
-    problem = log::concat("got ", outputs.size(), " output tensors for ", world_size_, " ranks");
-  std::vector<int64_t> values(world_size_ + 1, -1);
+  if (problem.empty() && static_cast<int>(outputs.size()) != world_size())
+    problem = log::concat("got ", outputs.size(), " output tensors for ", world_size(), " ranks");
+  std::vector<int64_t> values(world_size() + 1, -1);
   int64_t total = 0;
-  for (int r = 0; r < world_size_ && r < static_cast<int>(outputs.size()); ++r) {
+  for (int r = 0; r < world_size() && r < static_cast<int>(outputs.size()); ++r) {
     values[r] = numel_or_missing(outputs[r]);
     if (problem.empty() && (!outputs[r].defined() || outputs[r].scalar_type() != input.scalar_type()))
       problem = log::concat("outputs[", r, "] is ", shape_of(outputs[r]), " but the input is ", shape_of(input));
     if (problem.empty()) total += outputs[r].numel();
   }
-  values[world_size_] = dtype_or_missing(input);
-  if (problem.empty() && outputs[rank_].numel() != input.numel())
-    problem = log::concat("outputs[", rank_, "] (this rank's slot) is ", shape_of(outputs[rank_]), " but the input is ",
+  values[world_size()] = dtype_or_missing(input);
+  if (problem.empty() && outputs[rank()].numel() != input.numel())
+    problem = log::concat("outputs[", rank(), "] (this rank's slot) is ", shape_of(outputs[rank()]), " but the input is ",
                           shape_of(input));
   if (problem.empty() && total > INT_MAX)
     problem = log::concat("the outputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
-  auto call = begin("all_gather", values, "input " + shape_of(input), problem);
+  auto call = impl_->begin("all_gather", values, "input " + shape_of(input), problem);
 
-  std::vector<int> counts(world_size_), displacements(world_size_);
-  for (int r = 0, offset = 0; r < world_size_; ++r) {
+  std::vector<int> counts(world_size()), displacements(world_size());
+  for (int r = 0, offset = 0; r < world_size(); ++r) {
     displacements[r] = offset;
     counts[r] = static_cast<int>(outputs[r].numel());
     offset += counts[r];
   }
-  StagedTensor in(input, reachable(input));
-  const auto device = reachable(input) ? input.device() : at::Device(at::kCPU);
+  StagedTensor in(input, impl_->reachable(input));
+  const auto device = impl_->reachable(input) ? input.device() : at::Device(at::kCPU);
   at::Tensor gathered = at::empty({total}, input.options().device(device));
   const MPI_Datatype type = mpi_type(input.scalar_type());
-  post(*call,
+  impl_->post(*call,
        [&](int, MPI_Request* request) {
-         return MPI_Iallgatherv(in.data(), counts[rank_], type, gathered.data_ptr(), counts.data(),
-                                displacements.data(), type, comm_, request);
+         return MPI_Iallgatherv(in.data(), counts[rank()], type, gathered.data_ptr(), counts.data(),
+                                displacements.data(), type, impl_->comm_, request);
        },
        "MPI_Iallgatherv");
-  finish(*call);
-  for (int r = 0; r < world_size_; ++r)
+  impl_->finish(*call);
+  for (int r = 0; r < world_size(); ++r)
     outputs[r].copy_(gathered.narrow(0, displacements[r], counts[r]).view(outputs[r].sizes()));
 }
 
@@ -354,58 +363,58 @@ void MpiBackend::all_gather_into(const at::Tensor& output, const at::Tensor& inp
 }
 
 std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::Tensor input) {
-  auto call = begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)},
-                    "input " + shape_of(input), gather_into_problem(output, input, world_size_));
-  auto in = std::make_shared<StagedTensor>(input, reachable(input));
-  auto out = std::make_shared<StagedTensor>(output, reachable(output));
+  auto call = impl_->begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)},
+                    "input " + shape_of(input), gather_into_problem(output, input, world_size()));
+  auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
+  auto out = std::make_shared<StagedTensor>(output, impl_->reachable(output));
   const MPI_Datatype type = mpi_type(input.scalar_type());
   const int count = static_cast<int>(input.numel());
-  post(*call,
+  impl_->post(*call,
        [this, in, out, type, count](int, MPI_Request* request) {
-         return MPI_Iallgather(in->data(), count, type, out->data(), count, type, comm_, request);
+         return MPI_Iallgather(in->data(), count, type, out->data(), count, type, impl_->comm_, request);
        },
        "MPI_Iallgather");
-  return std::make_unique<MpiWork>(*this, std::move(call), [in, out] { out->copy_back(); });
+  return std::make_unique<MpiWork>(*impl_, std::move(call), [in, out] { out->copy_back(); });
 }
 
 void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
   std::string problem = first_problem({tensor_problem(output, "output"), op_problem(op, output)});
-  if (problem.empty() && static_cast<int>(inputs.size()) != world_size_)
-    problem = log::concat("got ", inputs.size(), " input tensors for ", world_size_, " ranks");
-  std::vector<int64_t> values(world_size_ + 1, -1);
+  if (problem.empty() && static_cast<int>(inputs.size()) != world_size())
+    problem = log::concat("got ", inputs.size(), " input tensors for ", world_size(), " ranks");
+  std::vector<int64_t> values(world_size() + 1, -1);
   int64_t total = 0;
-  for (int r = 0; r < world_size_ && r < static_cast<int>(inputs.size()); ++r) {
+  for (int r = 0; r < world_size() && r < static_cast<int>(inputs.size()); ++r) {
     values[r] = numel_or_missing(inputs[r]);
     if (problem.empty() && (!inputs[r].defined() || inputs[r].scalar_type() != output.scalar_type()))
       problem = log::concat("inputs[", r, "] is ", shape_of(inputs[r]), " but the output is ", shape_of(output));
     if (problem.empty()) total += inputs[r].numel();
   }
-  values[world_size_] = dtype_or_missing(output);
-  if (problem.empty() && inputs[rank_].numel() != output.numel())
-    problem = log::concat("inputs[", rank_, "] (this rank's part) is ", shape_of(inputs[rank_]), " but the output is ",
+  values[world_size()] = dtype_or_missing(output);
+  if (problem.empty() && inputs[rank()].numel() != output.numel())
+    problem = log::concat("inputs[", rank(), "] (this rank's part) is ", shape_of(inputs[rank()]), " but the output is ",
                           shape_of(output));
   if (problem.empty() && total > INT_MAX)
     problem = log::concat("the inputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
-  auto call = begin("reduce_scatter", values, "output " + shape_of(output), problem);
+  auto call = impl_->begin("reduce_scatter", values, "output " + shape_of(output), problem);
 
-  std::vector<int> counts(world_size_);
+  std::vector<int> counts(world_size());
   std::vector<at::Tensor> flat_inputs;
-  const auto device = reachable(output) ? output.device() : at::Device(at::kCPU);
-  for (int r = 0; r < world_size_; ++r) {
+  const auto device = impl_->reachable(output) ? output.device() : at::Device(at::kCPU);
+  for (int r = 0; r < world_size(); ++r) {
     counts[r] = static_cast<int>(inputs[r].numel());
     flat_inputs.push_back(inputs[r].reshape({-1}).to(device));
   }
   const at::Tensor concatenated = at::cat(flat_inputs);
-  StagedTensor out(output, reachable(output));
+  StagedTensor out(output, impl_->reachable(output));
   const auto dtype = output.scalar_type();
-  post(*call,
+  impl_->post(*call,
        [&](int, MPI_Request* request) {
          return MPI_Ireduce_scatter(concatenated.data_ptr(), out.data(), counts.data(), mpi_type(dtype),
-                                    mpi_op(op, dtype), comm_, request);
+                                    impl_->mpi_op(op, dtype), impl_->comm_, request);
        },
        "MPI_Ireduce_scatter");
-  finish(*call);
-  if (op == ReduceOp::Avg) out.tensor().div_(world_size_);
+  impl_->finish(*call);
+  if (op == ReduceOp::Avg) out.tensor().div_(world_size());
   out.copy_back();
 }
 
@@ -429,26 +438,26 @@ void MpiBackend::reduce_scatter_into(const at::Tensor& output, const at::Tensor&
 }
 
 std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, at::Tensor input, ReduceOp op) {
-  auto call = begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)},
-                    "output " + shape_of(output), scatter_into_problem(output, input, op, world_size_));
-  auto in = std::make_shared<StagedTensor>(input, reachable(input));
-  auto out = std::make_shared<StagedTensor>(output, reachable(output));
+  auto call = impl_->begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)},
+                    "output " + shape_of(output), scatter_into_problem(output, input, op, world_size()));
+  auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
+  auto out = std::make_shared<StagedTensor>(output, impl_->reachable(output));
   const auto dtype = output.scalar_type();
   // Each rank's part is reduced to it by its own reduces, piece by piece: one reduce-scatter of the
   // whole buffer would allocate a temporary that large (see Pieces).
   const Pieces pieces(output.numel(), output.element_size());
-  const int world = world_size_;
-  post(*call,
-       [this, in, out, pieces, world, part = output.numel(), type = mpi_type(dtype), mpi_reduce = mpi_op(op, dtype),
+  const int world = world_size();
+  impl_->post(*call,
+       [this, in, out, pieces, world, part = output.numel(), type = mpi_type(dtype), mpi_reduce = impl_->mpi_op(op, dtype),
         element_size = output.element_size()](int piece, MPI_Request* request) {
          const int root = piece % world;
          const int64_t offset = pieces.begin(piece / world) * element_size;
          return MPI_Ireduce(static_cast<char*>(in->data()) + root * part * element_size + offset,
                             static_cast<char*>(out->data()) + offset, pieces.count(piece / world), type, mpi_reduce,
-                            root, comm_, request);
+                            root, impl_->comm_, request);
        },
        "MPI_Ireduce", pieces.size() * world);
-  return std::make_unique<MpiWork>(*this, std::move(call), [in, out, op, world] {
+  return std::make_unique<MpiWork>(*impl_, std::move(call), [in, out, op, world] {
                                      if (op == ReduceOp::Avg) out->tensor().div_(world);
                                      out->copy_back();
                                    });
@@ -456,17 +465,17 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, a
 
 void MpiBackend::broadcast(const at::Tensor& tensor, int src) {
   std::string problem = first_problem({tensor_problem(tensor, "tensor"), count_problem(tensor, "tensor")});
-  if (problem.empty() && (src < 0 || src >= world_size_))
-    problem = log::concat("source rank ", src, " is outside the group of ", world_size_);
-  auto call = begin("broadcast", {numel_or_missing(tensor), dtype_or_missing(tensor), src}, shape_of(tensor), problem);
-  StagedTensor staged(tensor, reachable(tensor));
-  post(*call,
+  if (problem.empty() && (src < 0 || src >= world_size()))
+    problem = log::concat("source rank ", src, " is outside the group of ", world_size());
+  auto call = impl_->begin("broadcast", {numel_or_missing(tensor), dtype_or_missing(tensor), src}, shape_of(tensor), problem);
+  StagedTensor staged(tensor, impl_->reachable(tensor));
+  impl_->post(*call,
        [&](int, MPI_Request* request) {
          return MPI_Ibcast(staged.data(), static_cast<int>(tensor.numel()), mpi_type(tensor.scalar_type()), src,
-                           comm_, request);
+                           impl_->comm_, request);
        },
        "MPI_Ibcast");
-  finish(*call);
+  impl_->finish(*call);
   staged.copy_back();
 }
 
@@ -482,30 +491,30 @@ void check_peer(const char* what, int peer, int rank, int world) {
 // Point-to-point calls cannot agree with their peer beforehand; what can be checked locally is, and
 // the receiver checks the size that arrived.
 void MpiBackend::send(const at::Tensor& tensor, int dst, int tag) {
-  if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("send: " + problem).with_rank(rank_);
-  check_peer("send", dst, rank_, world_size_);
-  check_usable("send");
-  StagedTensor staged(tensor, reachable(tensor));
+  if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("send: " + problem).with_rank(rank());
+  check_peer("send", dst, rank(), world_size());
+  impl_->check_usable("send");
+  StagedTensor staged(tensor, impl_->reachable(tensor));
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Isend(staged.data(), mpi_count(tensor.numel(), "send tensor"), mpi_type(tensor.scalar_type()), dst,
-                      tag, comm_, &request),
+                      tag, impl_->comm_, &request),
             "MPI_Isend");
-  wait(request, log::concat("send to rank ", dst, " (tag ", tag, ")"), 0, {world_ranks_[dst]}, "MPI_Isend");
+  impl_->wait(request, log::concat("send to rank ", dst, " (tag ", tag, ")"), 0, {impl_->world_ranks_[dst]}, "MPI_Isend");
 }
 
 void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
-  if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("recv: " + problem).with_rank(rank_);
-  check_peer("recv", src, rank_, world_size_);
-  check_usable("recv");
-  StagedTensor staged(tensor, reachable(tensor));
+  if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("recv: " + problem).with_rank(rank());
+  check_peer("recv", src, rank(), world_size());
+  impl_->check_usable("recv");
+  StagedTensor staged(tensor, impl_->reachable(tensor));
   const MPI_Datatype type = mpi_type(tensor.scalar_type());
   const int expected = mpi_count(tensor.numel(), "recv tensor");
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Irecv(staged.data(), expected, type, src, tag, comm_, &request), "MPI_Irecv");
+  check_mpi(MPI_Irecv(staged.data(), expected, type, src, tag, impl_->comm_, &request), "MPI_Irecv");
   MPI_Status status;
   int rc = MPI_SUCCESS;
-  const std::vector<int> peer{world_ranks_[src]};
-  watchdog_->wait({log::concat("recv from rank ", src, " (tag ", tag, ")"), id_, &label_, 0, &peer}, [&] {
+  const std::vector<int> peer{impl_->world_ranks_[src]};
+  impl_->watchdog_->wait({log::concat("recv from rank ", src, " (tag ", tag, ")"), impl_->id_, &impl_->label_, 0, &peer}, [&] {
     int flag = 0;
     rc = MPI_Test(&request, &flag, &status);
     return flag != 0 || rc != MPI_SUCCESS;
@@ -515,7 +524,7 @@ void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
     MPI_Error_class(rc, &error_class);
     if (error_class == MPI_ERR_TRUNCATE)
       throw Error(log::concat("recv: rank ", src, " sent more than the ", expected, " elements of ", shape_of(tensor)))
-          .with_rank(rank_);
+          .with_rank(rank());
     check_mpi(rc, "MPI_Irecv");
   }
   int received = 0;
@@ -523,26 +532,26 @@ void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
   if (received != expected)
     throw Error(log::concat("recv: rank ", src, " sent ", received, " elements, expected the ", expected, " of ",
                             shape_of(tensor)))
-        .with_rank(rank_);
+        .with_rank(rank());
   staged.copy_back();
 }
 
 // Checked like the other collectives (nothing to compare) so that it takes its place in the queue:
 // posted before the data calls of earlier calls, it would match different calls on different ranks.
 void MpiBackend::barrier() {
-  auto call = begin("barrier", {}, "", "");
-  post(*call, [this](int, MPI_Request* request) { return MPI_Ibarrier(comm_, request); }, "MPI_Ibarrier");
-  finish(*call);
+  auto call = impl_->begin("barrier", {}, "", "");
+  impl_->post(*call, [this](int, MPI_Request* request) { return MPI_Ibarrier(impl_->comm_, request); }, "MPI_Ibarrier");
+  impl_->finish(*call);
 }
 
 std::shared_ptr<Backend> MpiBackend::split(int color, int key) {
   // MPI_Comm_split blocks without a timeout: a watched barrier first makes sure every rank is there.
   barrier();
-  const std::string label = log::concat(label_, "/", ++splits_, ":", color);
+  const std::string label = log::concat(impl_->label_, "/", ++impl_->splits_, ":", color);
   MPI_Comm sub;
-  check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
+  check_mpi(MPI_Comm_split(impl_->comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
   if (sub == MPI_COMM_NULL) return nullptr;
-  return std::shared_ptr<Backend>(new MpiBackend(sub, cuda_aware_, watchdog_, label));
+  return std::shared_ptr<Backend>(new MpiBackend(std::make_unique<Impl>(sub, cuda_aware(), impl_->watchdog_, label)));
 }
 
 void MpiBackend::abort(const std::string& message) { abort_job(message); }

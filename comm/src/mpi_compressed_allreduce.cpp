@@ -16,6 +16,7 @@
 #include "dstrain/comm/onebit_kernels.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "mpi_backend_impl.hpp"
 #include "mpi_checked_call.hpp"
 #include "mpi_errors.hpp"
 #include "staged_tensor.hpp"
@@ -39,20 +40,20 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
     if (problem.empty()) problem = float32_problem(*tensor, role);
   if (problem.empty()) {
     try {
-      const auto layout = onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
+      const auto layout = onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size());
       mpi_count(layout.chunk_bytes(), "compressed_allreduce chunk");
     } catch (const Error& e) {
       problem = e.message();
     }
   }
   const int64_t numel = buffer.defined() ? buffer.numel() : -1;
-  auto call = begin("compressed_allreduce", {numel}, log::concat("a buffer of ", numel, " values"), problem);
+  auto call = impl_->begin("compressed_allreduce", {numel}, log::concat("a buffer of ", numel, " values"), problem);
   const onebit::Layout layout =
-      onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size_);
+      onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size());
 
   StagedTensor staged_worker_error(worker_error, worker_error.is_cpu());
   StagedTensor staged_server_error(server_error, server_error.is_cpu());
-  const int world = world_size_;
+  const int world = world_size();
   const int chunk_bytes = mpi_count(layout.chunk_bytes(), "compressed_allreduce chunk");
   // x is the padded buffer: the buffer itself when it is a contiguous CPU array of the padded length
   // (updated in place, as DeepSpeed does), else a padded copy in the scratch.
@@ -61,9 +62,9 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   // Scratch, in order: the padded copy (if any), the packed signs sent, received, and served.
   const int64_t copy_bytes = in_place ? 0 : layout.padded * 4;
   const int64_t scratch_bytes = copy_bytes + 2 * (layout.padded / 8) + chunk_bytes;
-  if (!compression_scratch_.defined() || compression_scratch_.numel() < scratch_bytes)
-    compression_scratch_ = at::empty({scratch_bytes}, at::kByte);
-  uint8_t* const scratch = compression_scratch_.data_ptr<uint8_t>();
+  if (!impl_->compression_scratch_.defined() || impl_->compression_scratch_.numel() < scratch_bytes)
+    impl_->compression_scratch_ = at::empty({scratch_bytes}, at::kByte);
+  uint8_t* const scratch = impl_->compression_scratch_.data_ptr<uint8_t>();
   float* const values = in_place ? staged_buffer.tensor().data_ptr<float>() : reinterpret_cast<float*>(scratch);
   uint8_t* const packed = scratch + copy_bytes;
   uint8_t* const received = packed + layout.padded / 8;
@@ -76,20 +77,20 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   const float worker_scale = onebit::compress_with_feedback(
       values, staged_worker_error.tensor().data_ptr<float>(), layout.padded, packed);
   std::vector<float> worker_scales(world);
-  post(*call,
+  impl_->post(*call,
        [&](int, MPI_Request* request) {
-         return MPI_Ialltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, request);
+         return MPI_Ialltoall(packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, impl_->comm_, request);
        },
        "MPI_Ialltoall");
-  finish(*call);
+  impl_->finish(*call);
   // The later phases are part of the same call, its arguments already checked; no other call of
   // the group is queued behind it, since this rank begins none before returning.
   MPI_Request* request = call->request();
   const auto phase = [&](int rc, const char* mpi_call) {
     check_mpi(rc, mpi_call);
-    wait(*request, "compressed_allreduce", call->number(), peers_, mpi_call);
+    impl_->wait(*request, "compressed_allreduce", call->number(), impl_->peers_, mpi_call);
   };
-  phase(MPI_Iallgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, comm_, request),
+  phase(MPI_Iallgather(&worker_scale, 1, MPI_FLOAT, worker_scales.data(), 1, MPI_FLOAT, impl_->comm_, request),
         "MPI_Iallgather");
 
   // DeepSpeed scales each worker's scale by 1/world before summing: the same float operations here.
@@ -100,9 +101,9 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
       received, weights.data(), world, staged_server_error.tensor().data_ptr<float>(), layout.chunk, server_packed);
 
   std::vector<float> server_scales(world);
-  phase(MPI_Iallgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, comm_, request),
+  phase(MPI_Iallgather(server_packed, chunk_bytes, MPI_BYTE, received, chunk_bytes, MPI_BYTE, impl_->comm_, request),
         "MPI_Iallgather");
-  phase(MPI_Iallgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, comm_, request),
+  phase(MPI_Iallgather(&server_scale, 1, MPI_FLOAT, server_scales.data(), 1, MPI_FLOAT, impl_->comm_, request),
         "MPI_Iallgather");
   for (int j = 0; j < world; ++j)
     onebit::unpack_signs(received + int64_t{j} * chunk_bytes, layout.chunk, server_scales[j],

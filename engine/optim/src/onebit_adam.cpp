@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "dstrain/comm/mpi_backend.hpp"
+#include "dstrain/comm/backend.hpp"
 #include "dstrain/comm/onebit_kernels.hpp"
 #include "dstrain/engine/kernels/fused_optimizer.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -20,7 +20,7 @@ OptimizerConfig without_bias_correction(OptimizerConfig config) {
 }  // namespace
 
 void warn_on_transport_mismatch(const OptimizerConfig& config, comm::Backend& group, const char* optimizer) {
-  const char* transport = dynamic_cast<comm::MpiBackend*>(&group) ? "mpi" : "nccl";
+  const std::string transport = group.name();
   if (config.comm_backend_name != transport)
     log::warn(optimizer, ": comm_backend_name '", config.comm_backend_name, "' asked for, but the engine's ",
               "data-parallel group is ", transport, "; the compressed allreduce runs over ", transport);

@@ -39,6 +39,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
+  // The transport, as init_distributed() and the config's comm_backend_name spell it ("mpi", "nccl").
+  virtual std::string name() const = 0;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 

@@ -12,13 +12,7 @@
 // each later call throwing that reason.
 #pragma once
 
-#include <mpi.h>
-
-#include <array>
 #include <chrono>
-#include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,9 +20,6 @@
 #include "dstrain/comm/backend.hpp"
 
 namespace ds::comm {
-
-class Watchdog;
-class CheckedCall;
 
 class MpiBackend final : public Backend {
  public:
@@ -39,11 +30,10 @@ class MpiBackend final : public Backend {
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
 
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_size_; }
-  bool cuda_aware() const { return cuda_aware_; }
-  // This group's communicator (a duplicate of the one it was made from), e.g. for benchmarks.
-  MPI_Comm communicator() const { return comm_; }
+  std::string name() const override { return "mpi"; }
+  int rank() const override;
+  int world_size() const override;
+  bool cuda_aware() const;
 
   void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
   std::unique_ptr<Work> all_reduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::Sum) override;
@@ -64,54 +54,13 @@ class MpiBackend final : public Backend {
                                   int local_rank) override;
   [[noreturn]] void abort(const std::string& message) override;
 
+  // The communicators, the queue of checked calls and MPI's custom ops (comm/src/mpi_backend_impl.hpp):
+  // <mpi.h> stays out of this header.
+  struct Impl;
+
  private:
-  friend class MpiWork;
-  // Takes ownership of comm; label names the group in the watchdog's reports.
-  MpiBackend(MPI_Comm comm, bool cuda_aware, std::shared_ptr<Watchdog> watchdog, std::string label);
-
-  // A collective begins: it counts as this group's next call, starts the check of `values` (equal
-  // on every rank) and joins the queue of calls whose data call waits for its check. A rank that
-  // found a problem with its own arguments waits for the check and throws. description: this
-  // rank's arguments, for the error messages.
-  std::shared_ptr<CheckedCall> begin(const char* collective, const std::vector<int64_t>& values,
-                                     std::string description, const std::string& problem);
-  // Gives a begun call its data call (in `pieces` nonblocking calls), posted once its check and
-  // every earlier call's have agreed.
-  void post(CheckedCall& call, std::function<int(int piece, MPI_Request*)> data_call, const char* mpi_call,
-            int pieces = 1);
-  // Posts the queued calls whose checks have completed, in the order they began (the same on every
-  // rank). A check that shows a disagreement fails its call and leaves the group unusable.
-  void advance();
-  // Waits until the call has run; throws why it could not.
-  void finish(CheckedCall& call);
-  // Waits for a request that is not a checked collective (point to point, later phases of a call).
-  void wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
-            const char* mpi_call);
-  void check_usable(const char* collective) const;
-  // MPI can use this tensor's memory as it is (CPU, or CUDA with CUDA-aware MPI).
-  bool reachable(const at::Tensor& tensor) const;
-  MPI_Op mpi_op(ReduceOp op, at::ScalarType dtype) const;
-
-  MPI_Comm comm_;
-  MPI_Comm check_comm_;  // the argument checks' own communicator
-  std::shared_ptr<Watchdog> watchdog_;
-  std::string label_;  // "world", "world/2:1" (color 1 of the world's second split), ...
-  uint64_t id_;        // hash of label_, equal on every member
-  std::vector<int> world_ranks_;  // of the members, by rank in this group
-  std::vector<int> peers_;        // world_ranks_ without this rank
-  int64_t posted_calls_ = 0;
-  int64_t splits_ = 0;
-  std::string unusable_;  // why this group refuses calls ("" while usable)
-  std::deque<std::shared_ptr<CheckedCall>> queued_;  // begun, data call not posted yet; oldest first
-  int rank_ = 0;
-  int world_size_ = 1;
-  bool cuda_aware_ = false;
-  // Sum, Max, Min on bfloat16 and on float16: MPI has no 16-bit floating types of its own.
-  std::array<MPI_Op, 3> bfloat16_ops_;
-  std::array<MPI_Op, 3> float16_ops_;
-  // compressed_allreduce's padded copy and packed signs, kept between calls: fresh allocations
-  // of this size come from mmap and would page-fault on every call.
-  at::Tensor compression_scratch_;
+  explicit MpiBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ds::comm

@@ -20,6 +20,7 @@ class NcclBackend final : public Backend {
   NcclBackend(const NcclBackend&) = delete;
   NcclBackend& operator=(const NcclBackend&) = delete;
 
+  std::string name() const override { return "nccl"; }
   int rank() const override;
   int world_size() const override;
 
