@@ -16,7 +16,7 @@
 namespace ds::comm {
 namespace {
 
-// The world group: the one piece of global state DESIGN.md allows.
+// The world group: with the log level, the only global state dstrain keeps.
 std::shared_ptr<Backend> g_world;
 std::string g_world_name;
 
