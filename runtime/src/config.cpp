@@ -171,6 +171,26 @@ void Config::check_cross_section_rules() const {
   needs_zero(bf16_.bf16_optimizer_states, "bf16.bf16_optimizer_states");
   if (bf16_.bf16_optimizer_states && !bf16_.bf16_master_weights_and_grads)
     throw Error("needs bf16.bf16_master_weights_and_grads true, got false").with_key("bf16.bf16_optimizer_states");
+  const OptimizerType type = optimizer_.type;
+  if ((type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam) &&
+      zero_.stage > 0)
+    throw Error(std::string(to_string(type)) + " is not supported with ZeRO (stage " + std::to_string(zero_.stage) +
+                "); use stage 0")
+        .with_key("zero_optimization.stage");
+  if (zero_.offload_param.device == OffloadDevice::Nvme && zero_.stage != 3)
+    throw Error("offload_param.device \"nvme\" swaps ZeRO stage 3's parameter partitions; this is stage " +
+                std::to_string(zero_.stage) + ": set zero_optimization.stage to 3")
+        .with_key("zero_optimization.offload_param.device");
+  // At stage 0 offload_optimizer does not act, so its device does not matter there.
+  if (zero_.offload_optimizer.device == OffloadDevice::Nvme && zero_.stage >= 1 && type == OptimizerType::Lamb)
+    throw Error("offload_optimizer.device \"nvme\" steps sub-groups of the shard, which suits Adam, AdamW and SGD; "
+                "Lamb's trust ratio needs each parameter whole")
+        .with_key("zero_optimization.offload_optimizer.device");
+}
+
+void Config::check_trainable() const {
+  if (optimizer_.type == OptimizerType::None)
+    throw Error("no optimizer configured: add an \"optimizer\" block").with_key("optimizer");
 }
 
 json Config::to_json() const {

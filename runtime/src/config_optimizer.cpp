@@ -191,14 +191,13 @@ void visit_params(V& p, SchedulerConfig& c) {
   }
 }
 
-// "type" first: it decides which params exist. The params block is kept as written too.
+// "type" first: it decides which params exist.
 template <class V, class Section, class E>
 void visit_typed_block(V& v, Section& c, const EnumNames<E>& names, const char* what) {
   v.field("type", c.type, names);
   if constexpr (V::kReading) {
     if (c.type == E::None)
       throw v.error("type", std::string("a ") + what + " block needs a type (supported: " + supported(names) + ")");
-    if (const json* params = v.take("params"); params && params->is_object()) c.params = *params;
   }
   v.block("params", [&](auto& p) { visit_params(p, c); });
 }

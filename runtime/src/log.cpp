@@ -16,7 +16,7 @@ Level initial_level() {
 }
 
 // The two pieces of global state DESIGN.md allows: the log level, and the rank it prints.
-Level g_level = initial_level();
+const Level g_level = initial_level();
 int g_rank = rank_env_from_environment().rank;
 std::mutex g_mutex;
 
@@ -31,7 +31,6 @@ Level parse_level(std::string_view name) {
       .with_key("DSTRAIN_LOG_LEVEL");
 }
 
-void set_level(Level level) { g_level = level; }
 Level level() { return g_level; }
 void set_rank(int rank) { g_rank = rank; }
 int rank() { return g_rank; }

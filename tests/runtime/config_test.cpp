@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -732,4 +733,86 @@ TEST_CASE("from_file errors carry the path", "[config]") {
 TEST_CASE("from_file skips comments, as DeepSpeed's hjson loader does", "[config]") {
   std::string path = write_temp_file("comments.json", "{\n  // global batch\n  \"train_batch_size\": 8 /* x */\n}\n");
   CHECK(ds::Config::from_file(path).warnings().empty());
+}
+
+namespace {
+
+// The ds::Error that reading `config` throws; a test failure when it throws none.
+ds::Error config_error(const json& config) {
+  std::optional<ds::Error> error;
+  try {
+    ds::Config::from_json(config);
+  } catch (const ds::Error& e) {
+    error = e;
+  }
+  REQUIRE(error.has_value());
+  return *error;
+}
+
+json zero(int stage, const json& extra = json::object()) {
+  json block = {{"stage", stage}};
+  block.merge_patch(extra);
+  return {{"zero_optimization", block}};
+}
+
+}  // namespace
+
+TEST_CASE("The 1-bit family under ZeRO stages 1-3 is an error naming zero_optimization.stage", "[config]") {
+  for (const char* type : {"OneBitAdam", "OneBitLamb", "ZeroOneAdam"}) {
+    json optimizer = {{"optimizer", {{"type", type}}}};
+    CHECK_NOTHROW(ds::Config::from_json(with(optimizer)));
+    for (int stage : {1, 2, 3}) {
+      INFO(type << " at stage " << stage);
+      json config = with(optimizer);
+      config.merge_patch(zero(stage));
+      const ds::Error error = config_error(config);
+      CHECK(error.key() == std::string("zero_optimization.stage"));
+      CHECK_THAT(error.message(), Contains(std::string(type) + " is not supported with ZeRO (stage " +
+                                           std::to_string(stage) + ")"));
+    }
+  }
+}
+
+TEST_CASE("offload_param to NVMe below stage 3 is an error naming the device key", "[config]") {
+  const json nvme = {{"offload_param", {{"device", "nvme"}, {"nvme_path", "/nvme"}}}};
+  CHECK_NOTHROW(ds::Config::from_json(with(zero(3, nvme))));
+  for (int stage : {0, 1, 2}) {
+    INFO("stage " << stage);
+    const ds::Error error = config_error(with(zero(stage, nvme)));
+    CHECK(error.key() == std::string("zero_optimization.offload_param.device"));
+    CHECK_THAT(error.message(), Contains("this is stage " + std::to_string(stage)));
+  }
+  json cpu = nvme;
+  cpu["offload_param"]["device"] = "cpu";
+  CHECK_NOTHROW(ds::Config::from_json(with(zero(2, cpu))));
+}
+
+TEST_CASE("Lamb with the optimizer on NVMe is an error naming the device key", "[config]") {
+  const json nvme = {{"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/nvme"}}}};
+  auto config = [&](const char* type, int stage) {
+    json result = with({{"optimizer", {{"type", type}, {"params", {{"lr", 0.1}}}}}});
+    result.merge_patch(zero(stage, nvme));
+    return result;
+  };
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage);
+    const ds::Error error = config_error(config("Lamb", stage));
+    CHECK(error.key() == std::string("zero_optimization.offload_optimizer.device"));
+    CHECK_THAT(error.message(), Contains("Lamb's trust ratio needs each parameter whole"));
+    for (const char* type : {"Adam", "AdamW", "SGD"}) CHECK_NOTHROW(ds::Config::from_json(config(type, stage)));
+  }
+  // At stage 0 offload_optimizer does not act, so Lamb steps in memory.
+  CHECK_NOTHROW(ds::Config::from_json(config("Lamb", 0)));
+}
+
+TEST_CASE("A config without an optimizer loads, but is not trainable", "[config]") {
+  const ds::Config none = ds::Config::from_json(with(json::object()));
+  try {
+    none.check_trainable();
+    FAIL("no ds::Error thrown");
+  } catch (const ds::Error& e) {
+    CHECK(e.key() == std::string("optimizer"));
+    CHECK_THAT(e.message(), Contains("no optimizer configured"));
+  }
+  CHECK_NOTHROW(ds::Config::from_json(with({{"optimizer", {{"type", "Adam"}}}})).check_trainable());
 }

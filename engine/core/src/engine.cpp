@@ -10,6 +10,8 @@
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/host_policy.hpp"
+#include "dstrain/engine/optim/gradient_clipping.hpp"
+#include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/engine/optim/lamb.hpp"
 #include "dstrain/engine/optim/onebit_adam.hpp"
 #include "dstrain/engine/optim/onebit_lamb.hpp"
@@ -53,17 +55,11 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
       scaler_(config_.fp16()) {
   const HostPolicy& host = apply_host_policy();
   if (!config_.batch_resolved()) config_.resolve_batch(group_->world_size());
+  config_ = plan_engine_memory(config_, *model_, *group_);  // every buffer's size, within the budget
   for (const std::string& key : config_.keys_not_acted_on())
     log::warn("config key '", key, "' is accepted but not acted on by dstrain yet (docs/config.md)");
+  config_.check_trainable();
   const int stage = config_.zero_optimization().stage;
-  const OptimizerType type = config_.optimizer().type;
-  if ((type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam) &&
-      stage > 0)
-    throw Error(std::string(to_string(type)) + " is not supported with ZeRO (stage " + std::to_string(stage) +
-                "); use stage 0")
-        .with_key("zero_optimization.stage");
-  if (config_.optimizer().type == OptimizerType::None)
-    throw Error("no optimizer configured: add an \"optimizer\" block").with_key("optimizer");
 
   if (config_.fp16().enabled)
     log::warn("fp16 on CPU: LibTorch lacks most Half kernels on the CPU; prefer bf16 there (fp16 is for GPUs)");
@@ -86,11 +82,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   if (nvme && !device.is_cpu())
     throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
         .with_key("zero_optimization.offload_optimizer.device");
-  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;
-  if (nvme_params && stage != 3)
-    throw Error("offload_param.device \"nvme\" swaps ZeRO stage 3's parameter partitions; this is stage " +
-                std::to_string(stage) + ": set zero_optimization.stage to 3")
-        .with_key("zero_optimization.offload_param.device");
+  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;  // stage 3: Config checked
   if (nvme_params && !device.is_cpu())
     throw Error("offload_param to NVMe runs on CPU models only (this model is on " + device.str() + ")")
         .with_key("zero_optimization.offload_param.device");
@@ -105,10 +97,6 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
         log::warn("zero_optimization.", key, ".device \"cpu\" is accepted but not acted on for a model on ",
                   device.str(), " (docs/offload.md)");
     }
-  if (nvme && type == OptimizerType::Lamb)
-    throw Error("offload_optimizer.device \"nvme\" steps sub-groups of the shard, which suits Adam, AdamW and SGD; "
-                "Lamb's trust ratio needs each parameter whole")
-        .with_key("zero_optimization.offload_optimizer.device");
   // Offloaded, the optimizer holds no state of its own: it steps the swapped-in sub-groups.
   optimizer_ = make_optimizer(device, nvme ? 0 : layout_->shard_numel());
   if (nvme) {
@@ -306,12 +294,7 @@ void EngineCore::step() {
     }
   }
   grad_norm_ = swapped ? std::sqrt(sum_of_squares.item<double>()) : global_grad_norm(grads);
-  const double max_norm = config_.training().gradient_clipping;
-  double clip = 1;
-  if (max_norm > 0) {
-    const double coefficient = max_norm / (grad_norm_ + 1e-6);
-    if (coefficient < 1) clip = coefficient;
-  }
+  const double clip = clip_coefficient(grad_norm_, config_.training().gradient_clipping);
   if (!swapped && clip < 1) grads.mul_(clip);
   lr_ = schedule_.lr(optimizer_steps_);
   ++optimizer_steps_;

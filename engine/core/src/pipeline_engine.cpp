@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "dstrain/engine/models/loss.hpp"
+#include "dstrain/engine/optim/gradient_clipping.hpp"
 #include "dstrain/pipe/instruction.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -122,8 +123,8 @@ class PipelineEngine::GptStage final : public pipe::Stage {
       if (fp16_) grads.front().view({-1})[0].fill_(std::numeric_limits<float>::infinity());
       return;
     }
-    const double coefficient = max_norm_ / (grad_norm_ + 1e-6);
-    if (max_norm_ > 0 && coefficient < 1) {
+    const double coefficient = clip_coefficient(grad_norm_, max_norm_);
+    if (coefficient < 1) {
       at::NoGradGuard no_grad;
       for (at::Tensor& grad : grads) grad.mul_(coefficient);
     }
@@ -149,7 +150,8 @@ PipelineEngine::PipelineEngine(const models::GPTConfig& model, const Config& con
                 " (as in DeepSpeed); use zero_optimization.stage 0 or 1")
         .with_key("zero_optimization.stage");
   }
-  bounds_ = pipe::partition_layers(config.pipeline().partition, models::layer_parameter_counts(model), grid_.stages());
+  bounds_ = pipe::partition_layers(config.pipeline().partition, models::layer_parameter_counts(model),
+                                   models::layer_types(model), grid_.stages());
 
   // Every rank takes part in every split, in the same order.
   auto dp_group = world_->split(grid_.stage(), grid_.replica());

@@ -79,7 +79,6 @@ struct OptimizerConfig {
   int64_t var_update_scaler = 16;
   int64_t local_step_scaler = 32678;  // DeepSpeed's default, as written there
   int64_t local_step_clipper = 16;
-  nlohmann::json params = nlohmann::json::object();  // the "params" block as written
 };
 
 // "scheduler": {"type": ..., "params": {...}}, DeepSpeed's parameter names.
@@ -114,7 +113,6 @@ struct SchedulerConfig {
   int64_t lr_range_test_step_size = 2000;
   double lr_range_test_step_rate = 1.0;
   bool lr_range_test_staircase = false;
-  nlohmann::json params = nlohmann::json::object();  // the "params" block as written
 };
 
 struct Fp16Config {
@@ -243,6 +241,10 @@ class Config {
   // Throws ds::Error naming the values when they do not fit the world size. May be called again
   // with another world size; it always starts from the keys as given.
   void resolve_batch(int dp_world_size);
+  // What training needs beyond a valid config: an optimizer (a DeepSpeed config may leave it out
+  // because deepspeed.initialize can take one from the caller; ds::initialize cannot). Throws
+  // ds::Error naming "optimizer" without one. from_json accepts such a config for other uses.
+  void check_trainable() const;
   bool batch_resolved() const { return dp_world_size_ > 0; }
   // These throw ds::Error until resolve_batch() has run.
   int dp_world_size() const;

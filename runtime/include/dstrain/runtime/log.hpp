@@ -1,5 +1,5 @@
 // Rank-aware logging. By default only rank 0 speaks; every line is prefixed "[rank r]".
-// The level comes from DSTRAIN_LOG_LEVEL (debug, info, warn, error) or from the caller.
+// The level comes from DSTRAIN_LOG_LEVEL (debug, info, warn, error); info when it is not set.
 #pragma once
 
 #include <sstream>
@@ -11,7 +11,6 @@ namespace ds::log {
 enum class Level { Debug = 0, Info = 1, Warn = 2, Error = 3 };
 
 Level parse_level(std::string_view name);  // throws ds::Error naming the bad value
-void set_level(Level level);
 Level level();
 // The rank used in prefixes and for rank-0 filtering; set by comm::init_distributed.
 void set_rank(int rank);

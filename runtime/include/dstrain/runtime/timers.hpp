@@ -1,5 +1,7 @@
 // Named wall-clock timers, as DeepSpeed's wall_clock_breakdown: start/stop accumulate time under a
-// name; the engine reads and resets them once per print interval. One registry per owner, no globals.
+// name. Their owner fills them (EngineCore's phases under wall_clock_breakdown, the pipeline
+// executor's instructions); the reader resets them after reading (the trainer, every
+// steps_per_print steps). One registry per owner, no globals.
 #pragma once
 
 #include <chrono>

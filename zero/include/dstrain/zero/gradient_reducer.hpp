@@ -62,7 +62,6 @@ class GradientReducer {
   // Whether a reducing backward takes this rank's own gradients without averaging them across the
   // group (one partition only: a partitioned shard needs the other ranks' gradients).
   void set_local_only(bool local_only);
-  bool local_only() const { return local_only_; }
 
   // Hands every reduced range to `sink` instead of a shard in memory (before the first backward).
   void set_shard_sink(ShardSink sink) { sink_ = std::move(sink); }
