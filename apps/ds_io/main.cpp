@@ -48,7 +48,10 @@ void add_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_flag("--overwrite", o.overwrite,
                "Write into the existing file (as fio does) instead of removing it before each loop (as "
-               "DeepSpeed does)");
+               "DeepSpeed does) and preallocating a fresh one");
+  app.add_flag("--checksum", o.checksum,
+               "Have the handle compute the CRC-32C of every transfer on its worker threads, as the NVMe "
+               "swappers do (with --validate, checked against the buffer's)");
   app.add_flag("--sweep", o.sweep,
                "Write then read at every sweep block size x queue depth x io_parallel and print the best "
                "as an \"aio\" config block (ignores --read, --block_size, --queue_depth, --io_parallel)");

@@ -24,6 +24,7 @@ struct Options {
   int io_parallel = 1;
   bool overwrite = false;  // keep the file between write loops (DeepSpeed removes it)
   bool create = false;     // --read of a missing or short file writes it first (else an error)
+  bool checksum = false;   // the handle computes each transfer's CRC-32C, as the NVMe swappers have it do
 
   bool sweep = false;
   std::vector<int64_t> sweep_block_sizes{128 << 10, 256 << 10, 1 << 20, 8 << 20};

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "benchmark.hpp"
+#include "dstrain/io/crc32c.hpp"
 #include "dstrain/io/locked_buffers.hpp"
+#include "dstrain/io/preallocate.hpp"
 #include "dstrain/io/raw_aio_handle.hpp"
 #include "dstrain/runtime/error.hpp"
 
@@ -55,6 +57,12 @@ int64_t size_of(const std::string& path) {
 void create_file(const std::string& path, const char* content, int64_t size) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("cannot create the file to read").with_path(path).with_errno(errno);
+  try {
+    io::preallocate(fd, path, size);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   for (int64_t done = 0; done < size;) {
     ssize_t n = ::pwrite(fd, content + done, static_cast<size_t>(size - done), done);
     if (n <= 0) {
@@ -132,10 +140,15 @@ void run_process(const Options& options, bool read, const io::AioSettings& setti
   if (options.handle) shared_handle = std::make_unique<io::RawAioHandle>(settings);
   int64_t direct_bytes = 0, buffered_bytes = 0;
   double cpu_total = 0;
+  uint32_t checksum = 0;
   for (int loop = 0; loop < options.loops; ++loop) {
-    // DeepSpeed writes a fresh file each loop: overwriting allocated blocks can be faster.
-    if (!read && !options.overwrite && ::unlink(path.c_str()) != 0 && errno != ENOENT)
-      throw Error("cannot remove the previous loop's file").with_path(path).with_errno(errno);
+    if (!read) {
+      // DeepSpeed writes a fresh file each loop: overwriting allocated blocks can be faster.
+      if (!options.overwrite && ::unlink(path.c_str()) != 0 && errno != ENOENT)
+        throw Error("cannot remove the previous loop's file").with_path(path).with_errno(errno);
+      // Outside the timed loop, as fio lays its files out before its clock starts.
+      io::preallocate(path, size);
+    }
     if (!link.barrier()) return;
 
     const double cpu_start = cpu_s();
@@ -145,10 +158,11 @@ void run_process(const Options& options, bool read, const io::AioSettings& setti
     if (!shared_handle) loop_handle = std::make_unique<io::RawAioHandle>(settings);
     io::RawAioHandle& handle = shared_handle ? *shared_handle : *loop_handle;
     const int64_t direct_before = handle.direct_bytes(), buffered_before = handle.buffered_bytes();
+    uint32_t* crc = options.checksum ? &checksum : nullptr;
     if (read)
-      handle.sync_pread(buffer, size, path);
+      handle.sync_pread(buffer, size, path, 0, crc);
     else
-      handle.sync_pwrite(buffer, size, path);
+      handle.sync_pwrite(buffer, size, path, 0, crc);
     direct_bytes += handle.direct_bytes() - direct_before;
     buffered_bytes += handle.buffered_bytes() - buffered_before;
     loop_handle.reset();
@@ -160,6 +174,8 @@ void run_process(const Options& options, bool read, const io::AioSettings& setti
   link.send("bytes " + std::to_string(direct_bytes) + " " + std::to_string(buffered_bytes));
   if (options.validate) {
     std::string problem = compare_with_file(path, buffer, size);
+    if (problem.empty() && options.checksum && checksum != io::crc32c(0, buffer, static_cast<size_t>(size)))
+      problem = "the handle's CRC-32C of " + path + " differs from the buffer's";
     if (!problem.empty()) link.send("invalid " + problem);
   }
 }

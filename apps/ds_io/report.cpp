@@ -17,11 +17,12 @@ std::string human_size(int64_t bytes) {
 
 void print_settings(const Options& options, bool read, const io::AioSettings& settings) {
   std::printf("ds_io %s: %d loop(s) of %s bytes x %d process(es) in %s; block_size %s, queue_depth %d, "
-              "io_parallel %d, single_submit %s, overlap_events %s, %s handle\n",
+              "io_parallel %d, single_submit %s, overlap_events %s, %s handle%s\n",
               read ? "read" : "write", options.loops, human_size(options.io_size).c_str(),
               options.multi_process, options.folder.c_str(), human_size(settings.block_size).c_str(),
               settings.queue_depth, settings.intra_op_parallelism, settings.single_submit ? "true" : "false",
-              settings.overlap_events ? "true" : "false", options.handle ? "one reused" : "a fresh per-loop");
+              settings.overlap_events ? "true" : "false", options.handle ? "one reused" : "a fresh per-loop",
+              options.checksum ? ", CRC-32C on" : "");
 }
 
 void print_run(const RunResult& result) {

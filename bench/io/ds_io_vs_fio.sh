@@ -11,6 +11,10 @@
 #     SIZE    bytes per run, K/M/G = 2^10/2^20/2^30 for both tools (default: 1G)
 #     RUNS    runs per tool and point     (default: 5)
 #   BLOCK_SIZES and QUEUE_DEPTHS in the environment override "128K 1M 8M" and "8 32".
+#   MODE=defaults (the default) runs each tool as a user would: ds_io with its defaults (a fresh file
+#   each run, removed and preallocated before the clock starts, as DeepSpeed's ds_io removes it) and
+#   fio with its defaults (its own file in FOLDER, laid out with fallocate once and then written
+#   over). MODE=overwrite has both write over the same fully allocated file (ds_io --overwrite).
 # GB/s means 1e9 bytes per second for both tools.
 set -euo pipefail
 
@@ -21,7 +25,9 @@ SIZE=${3:-1G}
 RUNS=${4:-5}
 BLOCK_SIZES=${BLOCK_SIZES:-"128K 1M 8M"}
 QUEUE_DEPTHS=${QUEUE_DEPTHS:-"8 32"}
+MODE=${MODE:-defaults}
 FILE=$FOLDER/ds_io_0.dat   # the file ds_io uses for process 0
+[ "$MODE" = defaults ] && FIO_FILE=$FOLDER/fio_0.dat || FIO_FILE=$FILE
 
 command -v fio >/dev/null || { echo "fio not found" >&2; exit 1; }
 [ -x "$DS_IO" ] || { echo "ds_io not found at $DS_IO" >&2; exit 1; }
@@ -32,14 +38,15 @@ if ! dd if=/dev/zero of="$FOLDER/.o_direct_probe" bs=4096 count=1 oflag=direct s
 fi
 rm -f "$FOLDER/.o_direct_probe"
 
-# Both tools then overwrite the same fully allocated file (ds_io with --overwrite, as fio does).
+# Both tools read (and, with MODE=overwrite, write over) files that are fully written.
 "$DS_IO" --folder "$FOLDER" --io_size "$SIZE" --loops 1 --handle >/dev/null
+[ "$MODE" = defaults ] && rm -f "$FIO_FILE"
 
 # Prints "<GB/s> <CPU s per GB>" for one run.
 ds_io_run() {
   local op=$1 bs=$2 qd=$3
-  local args=(--folder "$FOLDER" --io_size "$SIZE" --block_size "$bs" --queue_depth "$qd" --loops 1
-              --handle --overwrite)
+  local args=(--folder "$FOLDER" --io_size "$SIZE" --block_size "$bs" --queue_depth "$qd" --loops 1 --handle)
+  [ "$MODE" = overwrite ] && args+=(--overwrite)
   [ "$op" = read ] && args+=(--read)
   "$DS_IO" "${args[@]}" | awk '/^aggregate/ {
     for (i = 1; i <= NF; i++) { if ($i == "GB/s,") gbps = $(i - 1); if ($i == "cpu") cpu = $(i + 1) }
@@ -48,7 +55,7 @@ ds_io_run() {
 
 fio_run() {
   local op=$1 bs=$2 qd=$3
-  fio --name=ds_io_vs_fio --filename="$FILE" --ioengine=io_uring --direct=1 --rw="$op" --bs="$bs" \
+  fio --name=ds_io_vs_fio --filename="$FIO_FILE" --ioengine=io_uring --direct=1 --rw="$op" --bs="$bs" \
       --iodepth="$qd" --size="$SIZE" --numjobs=1 --output-format=terse --terse-version=3 |
     awk -F';' -v op="$op" '{
       # terse v3: read KiB, KiB/s, runtime ms in fields 6, 7, 9; write in 47, 48, 50; usr%, sys% in 88, 89.
@@ -60,7 +67,7 @@ fio_run() {
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "ds_io vs fio: $SIZE file $FILE, $RUNS runs per tool and point, medians"
+echo "ds_io vs fio ($MODE): $SIZE files $FILE and $FIO_FILE, $RUNS runs per tool and point, medians"
 echo "kernel $(uname -r), $(fio --version), file system $(df -T "$FOLDER" | awk 'NR == 2 { print $2 " on " $1 }')"
 echo
 echo "| op | block | qd | ds_io GB/s | fio GB/s | ds_io / fio | ds_io CPU s/GB | fio CPU s/GB |"

@@ -50,7 +50,44 @@ bool has_sse42() {
 }
 #endif
 
+// a * b modulo the polynomial, in the reflected bit order of the CRC (bit 31 is x^0). `a` != 0.
+uint32_t multiply_mod_p(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31;; m >>= 1) {
+    if (a & m) {
+      product ^= b;
+      if ((a & (m - 1)) == 0) return product;
+    }
+    b = (b & 1) ? (b >> 1) ^ kPolynomial : b >> 1;
+  }
+}
+
+// x^(2^k) modulo the polynomial, k = 0..66: a byte count below 2^63 is 3 + 63 bits of exponent.
+struct PowersOfX {
+  std::array<uint32_t, 67> x2k{};
+  PowersOfX() {
+    uint32_t p = 1u << 30;  // x^1
+    for (uint32_t& power : x2k) {
+      power = p;
+      p = multiply_mod_p(p, p);
+    }
+  }
+};
+
+// x^(8 * bytes) modulo the polynomial: what a CRC is multiplied by to move it past `bytes` bytes.
+uint32_t x_to_bits_of(int64_t bytes) {
+  static const PowersOfX powers;
+  uint32_t p = 1u << 31;  // x^0
+  for (uint64_t n = static_cast<uint64_t>(bytes), k = 3; n; n >>= 1, ++k)
+    if (n & 1) p = multiply_mod_p(powers.x2k[k], p);
+  return p;
+}
+
 }  // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, int64_t size_b) {
+  return multiply_mod_p(x_to_bits_of(size_b), crc_a) ^ crc_b;
+}
 
 uint32_t crc32c_portable(uint32_t crc, const void* bytes, size_t size) {
   const auto& t = tables().t;

@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+
+#include "dstrain/io/crc32c.hpp"
 
 namespace ds::io {
 
@@ -17,8 +20,16 @@ int open_or_throw(const std::string& path, int flags, const char* purpose) {
 
 }  // namespace
 
-FileRequest::FileRequest(Direction direction, std::string path, int slices)
-    : direction_(direction), path_(std::move(path)), slices_left_(slices) {
+uint32_t combine_in_file_order(std::vector<RangeChecksum>& ranges) {
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.file_offset < b.file_offset; });
+  uint32_t crc = 0;
+  for (const RangeChecksum& range : ranges) crc = crc32c_combine(crc, range.crc, range.length);
+  return crc;
+}
+
+FileRequest::FileRequest(Direction direction, std::string path, int slices, uint32_t* checksum)
+    : direction_(direction), path_(std::move(path)), slices_left_(slices), checksum_(checksum) {
+  if (checksum_) *checksum_ = 0;  // the checksum of no bytes, for a request of none
   const bool read = direction_ == Direction::Read;
   // The buffered open comes first: it creates a missing file for writing and gives the clearest
   // error (ENOENT, EACCES, EISDIR) before O_DIRECT is tried.
@@ -37,10 +48,12 @@ FileRequest::~FileRequest() {
   ::close(buffered_fd_);
 }
 
-void FileRequest::finish_slice(std::optional<Error> error) {
+void FileRequest::finish_slice(std::optional<Error> error, const RangeChecksum& checksum) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (error && !error_) error_ = std::move(error);
+  if (checksum_) slice_checksums_.push_back(checksum);
   if (--slices_left_ == 0) {
+    if (checksum_ && !error_) *checksum_ = combine_in_file_order(slice_checksums_);
     finished_at_ = std::chrono::steady_clock::now();
     finished_.notify_all();
   }

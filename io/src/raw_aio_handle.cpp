@@ -49,25 +49,27 @@ RawAioHandle::~RawAioHandle() {
   }
 }
 
-int RawAioHandle::sync_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset) {
-  start(true, buffer, num_bytes, path, file_offset)->wait();
+int RawAioHandle::sync_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset,
+                             uint32_t* checksum) {
+  start(true, buffer, num_bytes, path, file_offset, checksum)->wait();
   return 1;
 }
 
 int RawAioHandle::sync_pwrite(const void* buffer, int64_t num_bytes, const std::string& path,
-                              int64_t file_offset) {
-  start(false, buffer, num_bytes, path, file_offset)->wait();
+                              int64_t file_offset, uint32_t* checksum) {
+  start(false, buffer, num_bytes, path, file_offset, checksum)->wait();
   return 1;
 }
 
-int RawAioHandle::async_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset) {
-  queued_.push_back(start(true, buffer, num_bytes, path, file_offset));
+int RawAioHandle::async_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset,
+                              uint32_t* checksum) {
+  queued_.push_back(start(true, buffer, num_bytes, path, file_offset, checksum));
   return 0;
 }
 
 int RawAioHandle::async_pwrite(const void* buffer, int64_t num_bytes, const std::string& path,
-                               int64_t file_offset) {
-  queued_.push_back(start(false, buffer, num_bytes, path, file_offset));
+                               int64_t file_offset, uint32_t* checksum) {
+  queued_.push_back(start(false, buffer, num_bytes, path, file_offset, checksum));
   return 0;
 }
 
@@ -100,7 +102,7 @@ int64_t RawAioHandle::buffered_bytes() const {
 }
 
 std::shared_ptr<FileRequest> RawAioHandle::start(bool read, const void* buffer, int64_t num_bytes,
-                                                 const std::string& path, int64_t file_offset) {
+                                                 const std::string& path, int64_t file_offset, uint32_t* checksum) {
   if (num_bytes < 0 || file_offset < 0 || (buffer == nullptr && num_bytes > 0))
     throw Error(std::string("invalid ") + (read ? "read" : "write") + " request")
         .with_path(path)
@@ -120,7 +122,7 @@ std::shared_ptr<FileRequest> RawAioHandle::start(bool read, const void* buffer, 
   }
 
   auto request = std::make_shared<FileRequest>(read ? Direction::Read : Direction::Write, path,
-                                               static_cast<int>(ranges.size()));
+                                               static_cast<int>(ranges.size()), checksum);
   // Writes only read from the buffer; Slice carries one pointer type for both directions.
   char* bytes = static_cast<char*>(const_cast<void*>(buffer));
   for (size_t i = 0; i < ranges.size(); ++i) {

@@ -43,7 +43,7 @@ void RingWorker::run() {
     SliceOutcome outcome = transfer_slice(ring_, settings_, slice);
     direct_bytes_.fetch_add(outcome.direct_bytes, std::memory_order_relaxed);
     buffered_bytes_.fetch_add(outcome.buffered_bytes, std::memory_order_relaxed);
-    slice.request->finish_slice(std::move(outcome.error));
+    slice.request->finish_slice(std::move(outcome.error), outcome.checksum);
   }
 }
 

@@ -9,13 +9,20 @@
 #include <cstring>
 
 #include "dstrain/io/crc32c.hpp"
+#include "dstrain/io/preallocate.hpp"
 #include "dstrain/runtime/error.hpp"
 
 namespace ds::io {
 
-ShardWriter::ShardWriter(std::string path) : path_(std::move(path)) {
+ShardWriter::ShardWriter(std::string path, int64_t expected_bytes) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error("cannot create checkpoint shard").with_path(path_).with_errno(errno);
+  try {
+    if (expected_bytes > 0 && preallocate(fd_, path_, expected_bytes)) reserved_ = expected_bytes;
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
 }
 
 ShardWriter::~ShardWriter() {
@@ -44,6 +51,9 @@ void ShardWriter::append(const void* data, int64_t size) {
 }
 
 void ShardWriter::finish() {
+  // The file was grown to the reserved size: it must end where the data ends.
+  if (reserved_ > bytes_ && ::ftruncate(fd_, bytes_) != 0)
+    throw Error("cannot trim checkpoint shard to its size").with_path(path_).with_length(bytes_).with_errno(errno);
   if (::fsync(fd_) != 0) {
     const int err = errno;
     throw Error("fsync of checkpoint shard failed").with_path(path_).with_errno(err);

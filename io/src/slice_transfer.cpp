@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "dstrain/io/crc32c.hpp"
 #include "dstrain/runtime/log.hpp"
 
 namespace ds::io {
@@ -57,12 +58,17 @@ class SliceTransfer {
           free_slots_.pop_back();
           int64_t length = next_piece_length();
           slots_[slot] = Piece{slice_.buffer + next_, slice_.file_offset + next_, length};
+          if (file_.checksummed() && !reading()) checksum(slots_[slot]);
           next_ += length;
           ++in_flight_;
           prepare(slot);
         }
       }
-      if (in_flight_ == 0) return std::move(outcome_);
+      if (in_flight_ == 0) {
+        if (file_.checksummed() && !outcome_.error)
+          outcome_.checksum = {slice_.file_offset, slice_.length, combine_in_file_order(checksums_)};
+        return std::move(outcome_);
+      }
 
       submit_and_wait_one();
       unsigned head;
@@ -146,12 +152,17 @@ class SliceTransfer {
         prepare(slot);  // a short transfer: the remainder goes back to the ring
         return;
       }
+      if (file_.checksummed() && reading() && piece.done == piece.length) checksum(piece);
     }
     free_slots_.push_back(slot);
     --in_flight_;
   }
 
   bool reading() const { return file_.direction() == Direction::Read; }
+
+  void checksum(const Piece& piece) {
+    checksums_.push_back({piece.file_offset, piece.length, crc32c(0, piece.buffer, static_cast<size_t>(piece.length))});
+  }
 
   int64_t file_size() const {
     struct stat status;
@@ -177,6 +188,7 @@ class SliceTransfer {
   std::vector<int> free_slots_;
   int64_t next_ = 0;          // bytes of the slice already handed to pieces
   int in_flight_ = 0;         // pieces with an SQE prepared or submitted and no final CQE yet
+  std::vector<RangeChecksum> checksums_;  // of the pieces done, checksummed requests only
   SliceOutcome outcome_;
 };
 

@@ -23,13 +23,16 @@ struct Slice {
 
 struct SliceOutcome {
   std::optional<Error> error;  // the first failure; the slice is incomplete when set
+  RangeChecksum checksum;      // of the slice's bytes, when the request is checksummed and no error
   int64_t direct_bytes = 0;    // moved through the O_DIRECT descriptor
   int64_t buffered_bytes = 0;  // moved through the page cache
 };
 
 // Cuts the slice into pieces of at most settings.block_size bytes and keeps up to
 // settings.queue_depth of them in flight on ring. Returns once no piece is in flight, so the
-// buffer is free again even when the outcome carries an error.
+// buffer is free again even when the outcome carries an error. A checksummed request's pieces are
+// checksummed here, on the worker, while the others are in flight: a write's before it is
+// submitted, a read's once it has all its bytes.
 SliceOutcome transfer_slice(io_uring& ring, const AioSettings& settings, const Slice& slice);
 
 }  // namespace ds::io

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "dstrain/io/preallocate.hpp"
 #include "dstrain/runtime/error.hpp"
 
 namespace ds::io {
@@ -30,6 +31,7 @@ void SwapFolder::swap_out(const std::string& name, const void* buffer, int64_t n
   // A name swapped out again with fewer bytes would otherwise keep the old tail in its file.
   if (contains(name) && sizes_[name] > num_bytes && ::truncate(path_of(name).c_str(), num_bytes) != 0)
     throw Error("cannot shorten the swap file").with_path(path_of(name)).with_errno(errno);
+  if (!contains(name) || sizes_[name] < num_bytes) preallocate(path_of(name), num_bytes);
   handle_.async_pwrite(buffer, num_bytes, path_of(name));
   sizes_[name] = num_bytes;
 }

@@ -8,6 +8,11 @@
 //
 // Requests are not ordered against each other: wait() before touching a buffer or a file range that
 // an outstanding request uses. One thread drives a handle.
+//
+// A request given a `checksum` pointer also yields the CRC-32C of the bytes it moved (io::crc32c),
+// computed on the worker threads piece by piece while other pieces are in flight, so the caller
+// pays no pass of its own over the buffer: set when the request has finished (the sync call has
+// returned, or wait()), and only if it succeeded.
 #pragma once
 
 #include <cstdint>
@@ -36,13 +41,17 @@ class RawAioHandle {
 
   // Blocking transfers; return 1 on success and throw ds::Error (path, offset, length, errno) on
   // failure. Writes create the file and never truncate it; bytes outside the range stay as they were.
-  int sync_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
-  int sync_pwrite(const void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
+  int sync_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0,
+                 uint32_t* checksum = nullptr);
+  int sync_pwrite(const void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0,
+                  uint32_t* checksum = nullptr);
 
   // Queue a transfer and return 0; the buffer must stay alive and untouched until wait(). A file
   // that cannot be opened throws here; I/O failures are thrown by wait().
-  int async_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
-  int async_pwrite(const void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0);
+  int async_pread(void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0,
+                  uint32_t* checksum = nullptr);
+  int async_pwrite(const void* buffer, int64_t num_bytes, const std::string& path, int64_t file_offset = 0,
+                   uint32_t* checksum = nullptr);
 
   // Blocks until every queued request has finished; returns how many there were, or throws the
   // first failure once all of them have finished.
@@ -58,7 +67,7 @@ class RawAioHandle {
 
  private:
   std::shared_ptr<FileRequest> start(bool read, const void* buffer, int64_t num_bytes,
-                                     const std::string& path, int64_t file_offset);
+                                     const std::string& path, int64_t file_offset, uint32_t* checksum);
 
   AioSettings settings_;
   std::vector<std::unique_ptr<RingWorker>> workers_;

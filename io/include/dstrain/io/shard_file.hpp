@@ -16,8 +16,10 @@ namespace ds::io {
 
 class ShardWriter {
  public:
-  // Creates (or truncates) the file; a ds::Error with the path and errno otherwise.
-  explicit ShardWriter(std::string path);
+  // Creates (or truncates) the file; a ds::Error with the path and errno otherwise. With the final
+  // size known, `expected_bytes` reserves the file's blocks now (io::preallocate: a full disk fails
+  // here, before any byte is written); finish() trims what was reserved and not written.
+  explicit ShardWriter(std::string path, int64_t expected_bytes = 0);
   ~ShardWriter();  // closes an unfinished file and leaves it for the caller to remove
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
@@ -36,6 +38,7 @@ class ShardWriter {
   std::string path_;
   int fd_ = -1;
   int64_t bytes_ = 0;
+  int64_t reserved_ = 0;
   uint32_t crc_ = 0;
 };
 
