@@ -89,6 +89,11 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, int64_t size_b) {
   return multiply_mod_p(x_to_bits_of(size_b), crc_a) ^ crc_b;
 }
 
+uint32_t crc32c_of_zeros(int64_t size) {
+  // Zero bytes only move the register (preset to all ones) along; the result is inverted.
+  return ~multiply_mod_p(x_to_bits_of(size), ~0u);
+}
+
 uint32_t crc32c_portable(uint32_t crc, const void* bytes, size_t size) {
   const auto& t = tables().t;
   const auto* p = static_cast<const unsigned char*>(bytes);

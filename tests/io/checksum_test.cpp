@@ -35,6 +35,12 @@ TEST_CASE("crc32c_combine of two pieces is the CRC of both", "[io][crc32c]") {
           crc32c(0, joined.data(), joined.size()));
 }
 
+TEST_CASE("crc32c_of_zeros is the CRC-32C of a zero buffer", "[io][crc32c]") {
+  const Bytes zeros(5 << 20, 0);
+  for (int64_t size : {int64_t{0}, int64_t{1}, int64_t{4096}, int64_t{1000003}, int64_t{5} << 20})
+    REQUIRE(crc32c_of_zeros(size) == crc32c(0, zeros.data(), static_cast<size_t>(size)));
+}
+
 TEST_CASE("the handle's checksum of a transfer is the CRC-32C of its bytes", "[io][crc32c]") {
   TempDir dir;
   const std::string path = dir.file("data.bin");

@@ -3,6 +3,8 @@
 // system that refuses it can be mounted here.)
 #include <catch2/catch.hpp>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -61,4 +63,56 @@ TEST_CASE("a swap path that is missing, a file or too small names the key and th
   CHECK(full.key() == std::string(kKey));
   CHECK(full.path() == dir.path());
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);  // only "plain"
+}
+
+namespace {
+
+// A pid that ran and is gone: a child reaped before its pid is used.
+pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("a run removes the swap folders of dead runs of its host, and only those", "[io][swap]") {
+  TempDir dir;
+  const std::string host = this_host();
+  auto folder_with_file = [&](const std::string& name, int64_t bytes) {
+    std::filesystem::create_directory(dir.file(name));
+    plain_write(dir.file(name) + "/master.swp", random_bytes(static_cast<size_t>(bytes), 3));
+    return dir.file(name);
+  };
+  const std::string dead = "dstrain-optimizer-rank0-" + host + "-" + std::to_string(dead_pid()) + "-a1B2c3";
+  const std::string dead_param = "dstrain-param-rank1-" + host + "-" + std::to_string(dead_pid()) + "-zzzzzz";
+  const std::string live = "dstrain-optimizer-rank0-" + host + "-" + std::to_string(::getpid()) + "-x9Y8z7";
+  const std::string other_host = "dstrain-optimizer-rank0-not" + host + "x-" + std::to_string(dead_pid()) + "-q1w2e3";
+  const std::string not_ours = "mydata-" + host + "-" + std::to_string(dead_pid()) + "-abcdef";
+  folder_with_file(dead, 1 << 20);
+  folder_with_file(dead_param, 3 << 20);
+  for (const std::string& name : {live, other_host, not_ours}) folder_with_file(name, 4096);
+
+  const std::string made = ds::io::make_swap_folder(dir.path(), "dstrain-optimizer-rank0", kKey, 1 << 20);
+  CHECK(!std::filesystem::exists(dir.file(dead)));
+  CHECK(!std::filesystem::exists(dir.file(dead_param)));
+  for (const std::string& name : {live, other_host, not_ours}) CHECK(std::filesystem::exists(dir.file(name)));
+  // The new folder is named by this host and pid, so that a later run can tell whether it is dead.
+  CHECK(std::filesystem::path(made).filename().string().rfind(
+            "dstrain-optimizer-rank0-" + host + "-" + std::to_string(::getpid()) + "-", 0) == 0);
+
+  // The count of bytes freed is the disk the dead folders' files held (st_blocks).
+  const std::string again = "dstrain-build-rank0-" + host + "-" + std::to_string(dead_pid()) + "-r4t5y6";
+  folder_with_file(again, 2 << 20);
+  CHECK(ds::io::remove_dead_swap_folders(dir.path()) >= 2 << 20);
+  CHECK(!std::filesystem::exists(dir.file(again)));
+  CHECK(std::filesystem::exists(made));  // this process's own
 }

@@ -20,5 +20,7 @@ uint32_t crc32c_portable(uint32_t crc, const void* bytes, size_t size);
 // The CRC-32C of A followed by B, from crc32c(0, A) and crc32c(0, B) and B's length: a few dozen
 // carry-less products (log2 of size_b), whatever the sizes.
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, int64_t size_b);
+// The CRC-32C of `size` zero bytes, without reading them (a preallocated file's blocks).
+uint32_t crc32c_of_zeros(int64_t size);
 
 }  // namespace ds::io

@@ -1,10 +1,12 @@
 // The checks an NVMe swap folder must pass before training writes to it, so that a bad path fails
 // at start with what to fix rather than mid-step: the path exists and is a folder, is writable,
-// supports O_DIRECT, and has room for every byte that will be written there.
+// supports O_DIRECT, and has room for every byte that will be written there. And the cleanup of
+// runs that could not clean up after themselves (killed, out of memory): their folders are named
+// by host and pid, and a run removes those of its own host whose process is gone.
 //
 //   std::string folder = ds::io::make_swap_folder("/nvme", "dstrain-optimizer-rank0",
 //                                                 "zero_optimization.offload_optimizer.nvme_path", bytes);
-//   ...                            // swap files under `folder`
+//   ...                            // swap files under `folder`: /nvme/dstrain-optimizer-rank0-<host>-<pid>-XXXXXX
 //   ds::remove_tree(folder);       // at a clean exit
 #pragma once
 
@@ -13,10 +15,19 @@
 
 namespace ds::io {
 
-// Checks `nvme_path` (see above) for `bytes_needed` bytes and creates a fresh, uniquely named folder
-// `<nvme_path>/<prefix>-XXXXXX` in it (mkdtemp: never one left by another run). Returns its path.
-// Every failure is a ds::Error carrying `key`, the path and, for space, the bytes needed and free.
+// Removes dead runs' folders from `nvme_path` (remove_dead_swap_folders), checks it (see above) for
+// `bytes_needed` bytes and creates a fresh, uniquely named folder `<nvme_path>/<prefix>-<host>-<pid>-XXXXXX`
+// in it (mkdtemp: never one left by another run). Returns its path. Every failure is a ds::Error
+// carrying `key`, the path and, for space, the bytes needed and free.
 std::string make_swap_folder(const std::string& nvme_path, const std::string& prefix, const std::string& key,
                              int64_t bytes_needed);
+
+// Removes the folders of `nvme_path` named `dstrain-*-<host>-<pid>-XXXXXX` whose host is this one
+// and whose pid no longer runs here (kill(pid, 0) says ESRCH), logs how many bytes that freed and
+// returns it. Other names, other hosts and live pids are left alone; a folder another rank is
+// removing at the same time is not an error. A container that shares the disk and the host name
+// but not the pid namespace would see this run's pids as dead: give such containers their own
+// nvme_path.
+int64_t remove_dead_swap_folders(const std::string& nvme_path);
 
 }  // namespace ds::io
