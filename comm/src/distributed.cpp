@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "abort_deadlines.hpp"
 #include "dstrain/comm/mpi_backend.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -15,6 +16,12 @@
 
 namespace ds::comm {
 namespace {
+
+// How long MPI_Abort may take before this rank exits by itself, and before mpirun, still waiting
+// for daemons it cannot reach, is signalled (abort_deadlines.hpp): a healthy mpirun ends a job
+// within a second or two.
+constexpr std::chrono::seconds kAbortGrace{10};
+constexpr std::chrono::seconds kLauncherGrace{15};
 
 // The world group: with the log level, the only global state dstrain keeps.
 std::shared_ptr<Backend> g_world;
@@ -98,7 +105,11 @@ void abort_job(const std::string& message) {
   log::error(message);
   std::fflush(stdout);
   std::fflush(stderr);
-  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (mpi_running()) {
+    start_launcher_deadline(kLauncherGrace);
+    start_exit_deadline(kAbortGrace);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   std::_Exit(1);
 }
 

@@ -28,6 +28,8 @@ struct Answer {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kHostBytes = 64;
+
 // How long a rank that timed out waits for the others' answers: the ranks that can answer are
 // polling and answer within microseconds, so this only needs to cover a loaded machine.
 std::chrono::milliseconds answer_grace(std::chrono::milliseconds timeout) {
@@ -51,6 +53,13 @@ Watchdog::Watchdog(std::chrono::milliseconds timeout) : timeout_(timeout) {
   int ranks_on_node = 1;
   MPI_Comm_size(node, &ranks_on_node);
   MPI_Comm_free(&node);
+  int world = 1;
+  MPI_Comm_size(comm_, &world);
+  char host[kHostBytes] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::vector<char> hosts(static_cast<size_t>(world) * kHostBytes);
+  MPI_Allgather(host, kHostBytes, MPI_CHAR, hosts.data(), kHostBytes, MPI_CHAR, comm_);
+  for (int r = 0; r < world; ++r) hosts_.emplace_back(&hosts[static_cast<size_t>(r) * kHostBytes]);
   cpu_set_t cores;
   CPU_ZERO(&cores);
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -140,14 +149,16 @@ void Watchdog::report_and_abort(const Waiting& waiting) {
     if (found != answers.end() && waiting.call > 0 && found->second.posted_calls >= waiting.call) continue;
     missing << (missing.tellp() > 0 ? "; " : "") << "rank " << peer;
     if (found == answers.end())
-      missing << " (does not answer: stopped, or busy outside communication)";
+      missing << " (does not answer: stopped, unreachable, or busy outside communication)";
     else if (found->second.waiting[0] != '\0')
       missing << " (waiting in " << found->second.waiting << ")";
     else
       missing << " (not waiting in any communication)";
+    missing << ", host " << hosts_[static_cast<size_t>(peer)];
   }
   const std::string never_arrived = missing.str();
-  abort_job(log::concat(current_, " timed out after ", seconds(timeout_), " on rank ", world_rank_, "; ",
+  abort_job(log::concat(current_, " timed out after ", seconds(timeout_), " on rank ", world_rank_, " (host ",
+                        hosts_[static_cast<size_t>(world_rank_)], "); ",
                         never_arrived.empty() ? std::string("every rank arrived, but the transport did not complete it")
                                               : "never arrived: " + never_arrived));
 }

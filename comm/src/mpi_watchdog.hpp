@@ -31,7 +31,7 @@ class Watchdog {
     const std::vector<int>* peers;  // world ranks to ask, this rank excluded
   };
 
-  // Duplicates MPI_COMM_WORLD for its questions and answers.
+  // Duplicates MPI_COMM_WORLD for its questions and answers, and gathers the ranks' host names.
   explicit Watchdog(std::chrono::milliseconds timeout);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -58,6 +58,8 @@ class Watchdog {
   std::map<uint64_t, const int64_t*> groups_;
   // This rank's current wait, told to ranks that ask ("" when not waiting).
   std::string current_;
+  // Each world rank's host name, for the report: on several nodes, the node is what to look at.
+  std::vector<std::string> hosts_;
 };
 
 }  // namespace ds::comm

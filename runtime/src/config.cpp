@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "config_auto.hpp"
 #include "config_fields.hpp"
 #include "config_sections.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -33,28 +34,55 @@ const char* const kUntypedKeys[] = {
     "use_data_before_expert_parallelism", "vocabulary_size", "wandb", "weight_quantization",
 };
 
+std::string short_key(const std::string& key) { return key.size() <= 64 ? key : key.substr(0, 64) + "..."; }
+
 // DeepSpeed loads ds_config with a hook that rejects duplicate keys; nlohmann::json would keep
-// the last one silently.
+// the last one silently. The path to the value being read is kept for the error nlohmann::json
+// raises without one: a number that overflows a double (1e999).
 json parse_rejecting_duplicates(const std::string& text) {
-  std::vector<std::set<std::string>> open_objects;
+  struct Open {
+    std::set<std::string> keys;
+    std::string key;     // an object's key being read
+    int64_t index = -1;  // an array's element being read; -1 in an object
+  };
+  std::vector<Open> open;
+  auto path = [&] {
+    std::string result;
+    for (const Open& level : open)
+      result += level.index >= 0 ? "[" + std::to_string(level.index) + "]"
+                                 : (result.empty() ? "" : ".") + short_key(level.key);
+    return result;
+  };
+  auto element_done = [&] {
+    if (!open.empty() && open.back().index >= 0) ++open.back().index;
+  };
   auto on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-    if (event == json::parse_event_t::object_end) open_objects.pop_back();
-    if (event == json::parse_event_t::key && !open_objects.back().insert(parsed.get<std::string>()).second)
-      throw Error("duplicate key").with_key(parsed.get<std::string>());
+    switch (event) {
+      case json::parse_event_t::object_start: open.emplace_back(); break;
+      case json::parse_event_t::array_start: open.push_back({{}, "", 0}); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end: open.pop_back(); element_done(); break;
+      case json::parse_event_t::key:
+        open.back().key = parsed.get<std::string>();
+        if (!open.back().keys.insert(open.back().key).second) throw Error("duplicate key").with_key(path());
+        break;
+      case json::parse_event_t::value: element_done(); break;
+    }
     return true;
   };
-  return json::parse(text, on_event, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  try {
+    return json::parse(text, on_event, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const json::out_of_range& e) {
+    throw Error(std::string("a number out of range: ") + e.what()).with_key(path());
+  }
 }
 
 // Deeper than any DeepSpeed config goes; JSON copies and printing recurse, so deeper values are
 // refused before anything else touches them.
 constexpr size_t kMaxDepth = 64;
 
-std::string short_key(const std::string& key) { return key.size() <= 64 ? key : key.substr(0, 64) + "..."; }
-
-// Before any key is read: the nesting depth, and the "auto" placeholders of Hugging Face configs
-// (DeepSpeed itself cannot read them either; the Trainer replaces them first).
+// Before any key is read: the nesting depth, and "auto" where the Hugging Face Trainer would not
+// fill it in (it would reach DeepSpeed, which cannot read it).
 void check_depth_and_placeholders(const json& input) {
   if (json_depth(input, kMaxDepth) > kMaxDepth) {
     // Find a path to the deep value for the message, one level at a time.
@@ -75,8 +103,7 @@ void check_depth_and_placeholders(const json& input) {
   while (!pending.empty()) {
     auto [node, path] = pending.back();
     pending.pop_back();
-    // pipeline.stages is DeepSpeed's own "auto" (the engine decides), not a placeholder.
-    if (*node == "auto" && path != "pipeline.stages") placeholders.push_back(path);
+    if (*node == "auto" && !config_detail::accepts_auto(path)) placeholders.push_back(path);
     if (node->is_object())
       for (auto it = node->begin(); it != node->end(); ++it)
         pending.emplace_back(&*it, (path.empty() ? "" : path + ".") + short_key(it.key()));
@@ -87,14 +114,14 @@ void check_depth_and_placeholders(const json& input) {
   std::sort(placeholders.begin(), placeholders.end());
   std::string listed;
   for (const auto& key : placeholders) listed += (listed.empty() ? "" : ", ") + key;
-  throw Error("\"auto\" is a placeholder that the Hugging Face Trainer replaces with a value before it hands "
-              "the config to DeepSpeed; give a value instead for each of: " + listed)
+  throw Error("\"auto\" is resolved only where the Hugging Face Trainer resolves it (docs/config.md lists the keys); "
+              "give a value instead for each of: " + listed)
       .with_key(placeholders.front());
 }
 
 }  // namespace
 
-Config Config::from_file(const std::string& path) {
+json Config::parse_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot open config file").with_path(path).with_errno(errno);
   std::stringstream text;
@@ -109,6 +136,11 @@ Config Config::from_file(const std::string& path) {
     e.with_path(path);
     throw;
   }
+  return parsed;
+}
+
+Config Config::from_file(const std::string& path) {
+  const json parsed = parse_file(path);
   try {
     return from_json(parsed);
   } catch (Error& e) {
@@ -133,7 +165,9 @@ Config Config::from_json(const json& input) {
                                       ": use \"zero_optimization\": {\"stage\": " + (zero->get<bool>() ? "1" : "0") + "}");
     source = &rewritten;
   }
-  Reader top(*source, "", config.warnings_);
+  const config_detail::AutoValues autos(*source);
+  config_detail::ReadContext context{config.warnings_, autos, config.auto_keys_, config.given_keys_};
+  Reader top(*source, "", context);
   top.field("train_batch_size", config.given_train_batch_size_, config_detail::positive());
   top.field("train_micro_batch_size_per_gpu", config.given_micro_batch_size_, config_detail::positive());
   top.field("gradient_accumulation_steps", config.given_accumulation_steps_, config_detail::positive());
@@ -152,11 +186,46 @@ Config Config::from_json(const json& input) {
   }
   for (const char* key : kUntypedKeys)
     if (const json* value = top.take(key)) config.untyped_[key] = *value;
+  config.resolve_amp_autos(autos);
   top.finish();
   config.check_cross_section_rules();
   config.check_batch_keys();
+  config.log_resolved_autos(autos);
   return config;
 }
+
+// The HF Trainer fills amp's "auto" too; the block is kept as written otherwise.
+void Config::resolve_amp_autos(const config_detail::AutoValues& autos) {
+  const auto amp = untyped_.find("amp");
+  if (amp == untyped_.end() || !amp->is_object()) return;
+  for (const char* key : {"enabled", "opt_level"}) {
+    const auto value = amp->find(key);
+    if (value == amp->end() || *value != "auto") continue;
+    const std::string path = std::string("amp.") + key;
+    auto_keys_.insert(path);
+    *value = *autos.value_for(path);
+  }
+}
+
+// One line per "auto" with the value it became, e.g. `config: optimizer.params.lr "auto" -> 0.0001
+// (dstrain.learning_rate)`; the batch keys the batch rule derives are logged by resolve_batch.
+void Config::log_resolved_autos(const config_detail::AutoValues& autos) const {
+  const json effective = to_json();
+  for (const std::string& path : auto_keys_) {
+    const json* value = autos.value_for(path);
+    const bool batch_rule = !value && (path == "train_batch_size" || path == "train_micro_batch_size_per_gpu" ||
+                                       path == "gradient_accumulation_steps");
+    if (batch_rule || path == "pipeline.stages") continue;
+    std::string pointer_text = "/" + path;
+    std::replace(pointer_text.begin(), pointer_text.end(), '.', '/');
+    const json::json_pointer pointer(pointer_text);
+    log::info("config: ", path, " \"auto\" -> ", effective.contains(pointer) ? effective.at(pointer).dump() : "unset",
+              " (", autos.source_of(path), ")");
+  }
+}
+
+bool Config::is_auto(const std::string& path) const { return auto_keys_.count(path) > 0; }
+bool Config::given(const std::string& path) const { return given_keys_.count(path) > 0; }
 
 void Config::check_cross_section_rules() const {
   if (fp16_.enabled && bf16_.enabled)
@@ -215,6 +284,9 @@ json Config::to_json() const {
     if (given_accumulation_steps_) result["gradient_accumulation_steps"] = *given_accumulation_steps_;
   }
   for (const auto& item : untyped_.items()) result[item.key()] = item.value();
+  // Left for whoever knows the model's hidden size; reading this back keeps them "auto".
+  for (const std::string& path : config_detail::kHiddenSizeKeys)
+    if (is_auto(path)) result["zero_optimization"][path.substr(path.find('.') + 1)] = "auto";
   result["dstrain"] = dstrain_;
   return result;
 }

@@ -7,6 +7,7 @@
 
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
 
 namespace ds {
 namespace {
@@ -33,6 +34,10 @@ Error not_divisible(int64_t train, const std::string& factors, int64_t product) 
 }  // namespace
 
 void Config::check_batch_keys() const {
+  if (!given_train_batch_size_ && !given_micro_batch_size_ && is_auto(kMicro))
+    throw Error("\"auto\" needs dstrain.per_device_train_batch_size (HF's per_device_train_batch_size, e.g. --set "
+                "dstrain.per_device_train_batch_size=4), or a train_batch_size to derive it from")
+        .with_key(kMicro);
   if (!given_train_batch_size_ && !given_micro_batch_size_)
     throw Error(std::string("neither ") + kTrain + " nor " + kMicro + " is given; at least one is required")
         .with_key(kTrain);
@@ -82,6 +87,21 @@ void Config::resolve_batch(int dp_world_size) {
   train_batch_size_ = static_cast<int>(train);
   micro_batch_size_ = static_cast<int>(micro);
   accumulation_steps_ = static_cast<int>(accumulation);
+  log_derived_autos();
+}
+
+// The batch keys written "auto" that the batch rule derived (those from the dstrain block were
+// logged when the config was read).
+void Config::log_derived_autos() const {
+  const std::string rule = log::concat("(micro ", micro_batch_size_, " x accumulation ", accumulation_steps_, " x ",
+                                       dp_world_size_, dp_world_size_ == 1 ? " rank)" : " ranks)");
+  if (is_auto(kTrain) && !given_train_batch_size_)
+    log::info("config: ", kTrain, " \"auto\" -> ", train_batch_size_, " ", rule);
+  if (is_auto(kMicro) && !given_micro_batch_size_)
+    log::info("config: ", kMicro, " \"auto\" -> ", micro_batch_size_, " (the batch rule: ", kTrain, " ",
+              train_batch_size_, " / (accumulation ", accumulation_steps_, " x ", dp_world_size_, "))");
+  if (is_auto(kAccumulation) && !given_accumulation_steps_)
+    log::info("config: ", kAccumulation, " \"auto\" -> ", accumulation_steps_, " (the batch rule)");
 }
 
 namespace {

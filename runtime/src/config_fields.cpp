@@ -1,5 +1,7 @@
 #include "config_fields.hpp"
 
+#include "config_auto.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -91,17 +93,27 @@ void Reader::mark_taken(const Key& key) {
 const json* Reader::value_of(const Key& key) {
   mark_taken(key);
   const json* value = find(key).second;
-  return value && !is_unset(*value) ? value : nullptr;
+  if (!value || value->is_null()) return nullptr;
+  const std::string path = path_of(key.name);
+  if (*value == "auto") {
+    context_.auto_keys.insert(path);
+    return context_.autos.value_for(path);
+  }
+  context_.given_keys.insert(path);
+  return value;
 }
 
 const json* Reader::take(const Key& key) {
   mark_taken(key);
-  return find(key).second;
+  const json* value = find(key).second;
+  if (value && !value->is_null()) context_.given_keys.insert(path_of(key.name));
+  return value;
 }
 
 bool Reader::given(const Key& key) const {
   const json* value = find(key).second;
-  return value && !is_unset(*value);
+  if (!value || value->is_null()) return false;
+  return *value != "auto" || context_.autos.value_for(path_of(key.name)) != nullptr;
 }
 
 void Reader::require(const Key& key, const std::string& by) {

@@ -52,12 +52,23 @@ using EnumNames = std::vector<std::pair<E, const char*>>;
 // Logs the warning and keeps it.
 void record_warning(std::vector<std::string>& warnings, std::string message);
 
+class AutoValues;
+
+// What the Readers of one from_json share: where warnings go, what "auto" stands for, and which
+// keys (full path, first spelling) the config wrote as "auto" or set to a value.
+struct ReadContext {
+  std::vector<std::string>& warnings;
+  const AutoValues& autos;
+  std::set<std::string>& auto_keys;
+  std::set<std::string>& given_keys;
+};
+
 class Reader {
  public:
   static constexpr bool kReading = true;
 
-  Reader(const json& object, std::string path, std::vector<std::string>& warnings)
-      : object_(object), path_(std::move(path)), warnings_(warnings) {}
+  Reader(const json& object, std::string path, ReadContext& context)
+      : object_(object), path_(std::move(path)), context_(context) {}
 
   void field(const Key& key, bool& value);
   void field(const Key& key, int& value, Range range = {});
@@ -73,7 +84,10 @@ class Reader {
   // Stays unset unless given.
   template <class T, class... Checks>
   void field(const Key& key, std::optional<T>& value, const Checks&... checks) {
-    if (!given(key)) return mark_taken(key);
+    if (!given(key)) {
+      value_of(key);  // records an "auto" that stays unset
+      return;
+    }
     T read{};
     field(key, read, checks...);
     value = read;
@@ -97,9 +111,10 @@ class Reader {
     static const json kEmpty = json::object();
     const json* value = find(key).second;
     mark_taken(key);
-    bool absent = !value || is_unset(*value);
+    bool absent = !value || value->is_null();
     if (!absent && !value->is_object()) throw invalid(key, "an object", *value);
-    Reader child(absent ? kEmpty : *value, path_of(used_name(key)), warnings_);
+    if (!absent) context_.given_keys.insert(path_of(key.name));
+    Reader child(absent ? kEmpty : *value, path_of(used_name(key)), context_);
     visit_block(child);
     child.finish();
   }
@@ -112,14 +127,14 @@ class Reader {
   // The value under `key`, marked as known; nullptr when absent. null is returned as written:
   // callers that keep raw JSON want it.
   const json* take(const Key& key);
-  // Present and not unset (see is_unset).
+  // Present, not null, and not an "auto" that leaves the key unset (AutoValues::value_for).
   bool given(const Key& key) const;
   // Throws unless the key is present (null counts as present: the engine derives it).
   void require(const Key& key, const std::string& by);
   // Warns once for each key that no field, block or take asked for.
   void finish() const;
 
-  void warn(const std::string& message) const { record_warning(warnings_, message); }
+  void warn(const std::string& message) const { record_warning(context_.warnings, message); }
   // "zero_optimization.offload_param" + "device" -> "zero_optimization.offload_param.device".
   std::string path_of(const std::string& name) const;
   // An error naming the key (with its full path) as the user spelt it.
@@ -127,19 +142,17 @@ class Reader {
   Error invalid(const Key& key, const std::string& expected, const json& got) const;
 
  private:
-  // null, or "auto" where DeepSpeed itself has one (pipeline.stages): from_json refuses every
-  // other "auto" before the keys are read.
-  static bool is_unset(const json& value) { return value.is_null() || value == "auto"; }
   // The spelling found and its value; both keys present with different values is an error.
   std::pair<const char*, const json*> find(const Key& key) const;
   const char* used_name(const Key& key) const { return find(key).first; }
   void mark_taken(const Key& key);
-  // The value to convert, or nullptr when the key is absent or unset.
+  // The value to convert, or nullptr when the key is absent or unset; "auto" is replaced by the
+  // value it stands for.
   const json* value_of(const Key& key);
 
   const json& object_;
   std::string path_;
-  std::vector<std::string>& warnings_;
+  ReadContext& context_;
   std::set<std::string> taken_;
 };
 

@@ -1,9 +1,10 @@
 // ds::Config: a DeepSpeed ds_config.json read into plain structs that carry DeepSpeed's defaults.
 //
 // from_json/from_file check types, ranges and contradictions and throw ds::Error naming the key and
-// the value; an unknown key is one warning naming it (logged, and kept in warnings()). The value
-// "auto" (HF-integration configs) and null mean "not given": the default applies, or the value is
-// derived. Batch sizes depend on the data-parallel world size: resolve_batch() completes them.
+// the value; an unknown key is one warning naming it (logged, and kept in warnings()). null means
+// "not given": the default applies, or the value is derived. "auto" (Hugging Face configs) is
+// resolved as the HF Trainer does, from the "dstrain" block's settings (is_auto() tells which keys).
+// Batch sizes depend on the data-parallel world size: resolve_batch() completes them.
 // docs/config.md lists every key, its default and range, and what is accepted but not acted on.
 #pragma once
 
@@ -11,12 +12,16 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace ds {
+namespace config_detail {
+class AutoValues;
+}
 
 enum class OptimizerType { None, Adam, AdamW, SGD, OneBitAdam, Lamb, OneBitLamb, ZeroOneAdam };
 enum class SchedulerType { None, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest };
@@ -234,6 +239,14 @@ class Config {
   // ds::Error with the path. Comments (// and /* */) are skipped, as DeepSpeed's hjson loader does.
   static Config from_file(const std::string& path);
   static Config from_json(const nlohmann::json& json);
+  // The file's JSON as written, read as from_file reads it (comments skipped; a duplicate key or a
+  // number that overflows a double is an error naming the key and the path), for callers that edit
+  // it before from_json, as the trainer's --set does.
+  static nlohmann::json parse_file(const std::string& path);
+  // "--set KEY=VALUE": writes VALUE (JSON, else a string) at the dotted KEY, creating objects on the
+  // way. KEY through a value that is not an object, or VALUE a number that overflows, throws
+  // ds::Error naming KEY; a VALUE of the wrong type is refused by from_json, naming KEY.
+  static void apply_override(nlohmann::json& json, const std::string& assignment);
 
   // The batch rule: train_batch_size == train_micro_batch_size_per_gpu *
   // gradient_accumulation_steps * dp_world_size. Any two given keys derive the third; only
@@ -268,6 +281,14 @@ class Config {
   const nlohmann::json& untyped() const { return untyped_; }
   // One line per unknown or deprecated key, as logged, e.g. "unknown key 'zero_optimization.foo'".
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // Hugging Face "auto" (docs/config.md): true where the config wrote "auto" at this dotted path
+  // (first spelling, e.g. "bf16.enabled"), resolved or not. zero_optimization.reduce_bucket_size,
+  // stage3_prefetch_bucket_size and stage3_param_persistence_threshold stay "auto": their members
+  // keep DeepSpeed's defaults, to_json() writes "auto", and whoever knows the model's hidden size d
+  // resolves them (HF: d*d, 0.9*d*d, 10*d).
+  bool is_auto(const std::string& path) const;
+  // True where the config set this key (or block) to a value: not absent, null or "auto".
+  bool given(const std::string& path) const;
   // The keys this config sets (away from DeepSpeed's default, or a kept block that is enabled) that
   // dstrain accepts but does not act on yet, e.g. "zero_optimization.offload_optimizer"; the engine
   // warns once about each at start. The table is runtime/src/config_not_acted_on.cpp.
@@ -281,6 +302,9 @@ class Config {
  private:
   Config() = default;
   void check_batch_keys() const;
+  void resolve_amp_autos(const config_detail::AutoValues& autos);
+  void log_resolved_autos(const config_detail::AutoValues& autos) const;
+  void log_derived_autos() const;
   void check_cross_section_rules() const;
 
   std::optional<int> given_train_batch_size_;
@@ -302,6 +326,8 @@ class Config {
   nlohmann::json dstrain_ = nlohmann::json::object();
   nlohmann::json untyped_ = nlohmann::json::object();
   std::vector<std::string> warnings_;
+  std::set<std::string> auto_keys_;
+  std::set<std::string> given_keys_;
 };
 
 }  // namespace ds
