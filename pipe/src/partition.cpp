@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <regex>
 
 #include "dstrain/runtime/error.hpp"
 
@@ -31,6 +32,27 @@ int fewest_stages(const std::vector<int64_t>& weights, int64_t limit) {
     load += w;
   }
   return count;
+}
+
+// DeepSpeed's "type:<regex>" weights: 1 for each layer whose type name the regex matches.
+std::vector<int64_t> matching_layers(const std::string& pattern, const std::vector<std::string>& layer_types) {
+  std::regex regex;
+  try {
+    regex = std::regex(pattern, std::regex::ECMAScript | std::regex::icase);
+  } catch (const std::regex_error& e) {
+    throw Error("pipeline partition \"type:" + pattern + "\": not a regular expression (" + e.what() + ")")
+        .with_key("pipeline.partition");
+  }
+  std::vector<int64_t> weights;
+  std::string types;
+  for (const std::string& type : layer_types) {
+    weights.push_back(std::regex_search(type, regex) ? 1 : 0);
+    types += (types.empty() ? "" : ", ") + type;
+  }
+  if (std::accumulate(weights.begin(), weights.end(), int64_t{0}) == 0)
+    throw Error("pipeline partition \"type:" + pattern + "\" matches no layer (the layers are " + types + ")")
+        .with_key("pipeline.partition");
+  return weights;
 }
 
 }  // namespace
@@ -78,10 +100,20 @@ StageBounds partition_balanced(const std::vector<int64_t>& layer_weights, int st
   return bounds;
 }
 
-StageBounds partition_layers(const std::string& method, const std::vector<int64_t>& layer_parameters, int stages) {
+StageBounds partition_layers(const std::string& method, const std::vector<int64_t>& layer_parameters,
+                             const std::vector<std::string>& layer_types, int stages) {
+  if (layer_types.size() != layer_parameters.size())
+    throw Error("pipeline partition: " + std::to_string(layer_parameters.size()) + " parameter counts but " +
+                std::to_string(layer_types.size()) + " layer types");
   if (method == "uniform") return partition_uniform(static_cast<int>(layer_parameters.size()), stages);
   if (method == "parameters" || method == "best") return partition_balanced(layer_parameters, stages);
-  throw Error("pipeline partition method \"" + method + "\" is not supported; use \"uniform\" or \"parameters\"")
+  const std::string type_prefix = "type:";
+  if (method.compare(0, type_prefix.size(), type_prefix) == 0) {
+    check_counts(static_cast<int>(layer_types.size()), stages);
+    return partition_balanced(matching_layers(method.substr(type_prefix.size()), layer_types), stages);
+  }
+  throw Error("pipeline partition method \"" + method +
+              "\" is not supported; use \"uniform\", \"parameters\" or \"type:<regex>\"")
       .with_key("pipeline.partition");
 }
 

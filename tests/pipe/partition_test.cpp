@@ -1,10 +1,11 @@
 // Stage partitioning against its definition: "uniform" by closed form, "parameters" against an
-// exhaustive search over every cut of small pipelines.
+// exhaustive search over every cut of small pipelines, "type:<regex>" against cuts worked out by hand.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "dstrain/pipe/partition.hpp"
@@ -82,18 +83,36 @@ TEST_CASE("parameter partitions make the heaviest stage as light as any cut can"
 TEST_CASE("a GPT-like model splits its heavy embedding and head apart", "[pipe][partition]") {
   // embedding (wte + wpe), four equal blocks, head (ln_f + the tied wte copy)
   const std::vector<int64_t> weights{9000, 3000, 3000, 3000, 3000, 8200};
-  CHECK(ds::pipe::partition_layers("parameters", weights, 2) == StageBounds{0, 3, 6});
-  CHECK(ds::pipe::partition_layers("best", weights, 2) == StageBounds{0, 3, 6});
-  CHECK(ds::pipe::partition_layers("uniform", weights, 4) == StageBounds{0, 2, 4, 5, 6});
+  const std::vector<std::string> types{"Embedding", "Block", "Block", "Block", "Block", "Head"};
+  CHECK(ds::pipe::partition_layers("parameters", weights, types, 2) == StageBounds{0, 3, 6});
+  CHECK(ds::pipe::partition_layers("best", weights, types, 2) == StageBounds{0, 3, 6});
+  CHECK(ds::pipe::partition_layers("uniform", weights, types, 4) == StageBounds{0, 2, 4, 5, 6});
   // Four stages: the embedding alone is the floor; earlier stages take as many layers as fit.
-  CHECK(ds::pipe::partition_layers("parameters", weights, 4) == StageBounds{0, 1, 4, 5, 6});
+  CHECK(ds::pipe::partition_layers("parameters", weights, types, 4) == StageBounds{0, 1, 4, 5, 6});
+}
+
+TEST_CASE("type:<regex> balances the count of the layers whose type matches", "[pipe][partition]") {
+  // DeepSpeed's "type:" weights: 1 per matching layer, 0 otherwise, balanced like parameters.
+  const std::vector<int64_t> parameters{9000, 3000, 3000, 3000, 3000, 8200};
+  const std::vector<std::string> types{"Embedding", "Block", "Block", "Block", "Block", "Head"};
+  // Weights 0 1 1 1 1 0. Two stages: two blocks each; the zero-weight embedding and head ride along.
+  CHECK(ds::pipe::partition_layers("type:Block", parameters, types, 2) == StageBounds{0, 3, 6});
+  // Four stages, one block each: stage 0 takes the embedding with its block, stage 3 the head.
+  CHECK(ds::pipe::partition_layers("type:Block", parameters, types, 4) == StageBounds{0, 2, 3, 4, 6});
+  // Case is ignored and the match may be anywhere in the name (re.search, re.IGNORECASE).
+  CHECK(ds::pipe::partition_layers("type:bLoC", parameters, types, 4) == StageBounds{0, 2, 3, 4, 6});
+  // Weights 1 0 0 0 0 1: the embedding's stage takes every block, as many layers as fit under 1.
+  CHECK(ds::pipe::partition_layers("type:^(embedding|head)$", parameters, types, 2) == StageBounds{0, 5, 6});
+  // Three blocks of one type and one of another: "type:attn" weighs the first three only.
+  const std::vector<std::string> mixed{"Embedding", "AttnBlock", "AttnBlock", "AttnBlock", "MlpBlock", "Head"};
+  CHECK(ds::pipe::partition_layers("type:attn", parameters, mixed, 3) == StageBounds{0, 2, 3, 6});
 }
 
 TEST_CASE("a stage without layers is an error naming pipeline.stages", "[pipe][partition]") {
-  for (const char* method : {"uniform", "parameters"}) {
+  for (const char* method : {"uniform", "parameters", "type:B"}) {
     INFO(method);
     try {
-      ds::pipe::partition_layers(method, {10, 20, 30}, 4);
+      ds::pipe::partition_layers(method, {10, 20, 30}, {"A", "B", "C"}, 4);
       FAIL("4 stages of 3 layers were accepted");
     } catch (const ds::Error& e) {
       CHECK(e.key() == std::optional<std::string>("pipeline.stages"));
@@ -105,10 +124,16 @@ TEST_CASE("a stage without layers is an error naming pipeline.stages", "[pipe][p
 }
 
 TEST_CASE("an unsupported partition method is an error naming pipeline.partition", "[pipe][partition]") {
-  try {
-    ds::pipe::partition_layers("type:transformer", {1, 2, 3}, 2);
-    FAIL("type:transformer was accepted");
-  } catch (const ds::Error& e) {
-    CHECK(e.key() == std::optional<std::string>("pipeline.partition"));
+  // "profile" is DeepSpeed's unimplemented method; the type regexes below parse but match nothing, or
+  // do not parse.
+  for (const char* method : {"profile", "type:transformer", "type:(block"}) {
+    INFO(method);
+    try {
+      ds::pipe::partition_layers(method, {1, 2, 3}, {"Embedding", "Block", "Head"}, 2);
+      FAIL(method << " was accepted");
+    } catch (const ds::Error& e) {
+      CHECK(e.key() == std::optional<std::string>("pipeline.partition"));
+      CHECK_THAT(e.what(), Catch::Contains(method));
+    }
   }
 }

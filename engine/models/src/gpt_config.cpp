@@ -58,4 +58,11 @@ std::vector<int64_t> layer_parameter_counts(const GPTConfig& config) {
   return counts;
 }
 
+std::vector<std::string> layer_types(const GPTConfig& config) {
+  std::vector<std::string> types{"Embedding"};
+  types.insert(types.end(), config.n_layer, "Block");
+  types.push_back("Head");
+  return types;
+}
+
 }  // namespace ds::models

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ds::models {
@@ -38,5 +39,9 @@ int64_t num_parameters(const GPTConfig& config);
 // Parameters each pipeline layer holds when built alone: the embedding and the head both count
 // the tied token embedding, since a stage holding either keeps a copy of it.
 std::vector<int64_t> layer_parameter_counts(const GPTConfig& config);
+
+// The type name of each pipeline layer, what pipeline.partition "type:<regex>" matches:
+// "Embedding", then "Block" for each block, then "Head".
+std::vector<std::string> layer_types(const GPTConfig& config);
 
 }  // namespace ds::models
