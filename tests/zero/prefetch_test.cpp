@@ -70,11 +70,15 @@ TEST_CASE("ZeRO-3 prefetches along the recorded module order", "[mpi][zero]") {
   using ds::zero::ParamStatus;
   const int world = ds::comm::get_world_size();
   const int64_t layer_numel = (32 * 32 + world - 1) / world * world + (32 + world - 1) / world * world;
-  for (ParamStatus status : statuses_on_second_forward(/*prefetch_bucket=*/10 * layer_numel, 1000000000))
-    REQUIRE(status != ParamStatus::NotAvailable);
-  for (ParamStatus status : statuses_on_second_forward(/*prefetch_bucket=*/0, 1000000000))
-    REQUIRE(status == ParamStatus::NotAvailable);
+  // Each of the three layers but the last records the next one's status: two per forward.
+  const auto prefetched = statuses_on_second_forward(/*prefetch_bucket=*/10 * layer_numel, 1000000000);
+  REQUIRE(prefetched.size() == 2);
+  for (ParamStatus status : prefetched) REQUIRE(status != ParamStatus::NotAvailable);
+  const auto no_budget = statuses_on_second_forward(/*prefetch_bucket=*/0, 1000000000);
+  REQUIRE(no_budget.size() == 2);
+  for (ParamStatus status : no_budget) REQUIRE(status == ParamStatus::NotAvailable);
   // Room for the running layer only: nothing may be gathered ahead of it.
-  for (ParamStatus status : statuses_on_second_forward(10 * layer_numel, /*max_live=*/layer_numel))
-    REQUIRE(status == ParamStatus::NotAvailable);
+  const auto capped = statuses_on_second_forward(10 * layer_numel, /*max_live=*/layer_numel);
+  REQUIRE(capped.size() == 2);
+  for (ParamStatus status : capped) REQUIRE(status == ParamStatus::NotAvailable);
 }
