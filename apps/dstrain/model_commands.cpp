@@ -4,15 +4,18 @@
 
 #include <cstdio>
 #include <memory>
+#include <sstream>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/estimate.hpp"
 #include "dstrain/engine/checkpoint/export.hpp"
+#include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "trainer_block.hpp"
 
 namespace ds::app {
 namespace {
@@ -48,9 +51,22 @@ void print_estimate(const std::string& config_path, int world) {
 void export_checkpoint(const std::string& dir, const std::string& tag, const std::string& out) {
   const std::string folder = ckpt::checkpoint_folder(dir, tag);
   const nlohmann::json config = checkpoint_config(folder);
-  models::GPT model = build_gpt(config.value("dstrain", nlohmann::json::object()));
+  const nlohmann::json block = config.value("dstrain", nlohmann::json::object());
+  check_model_type(block.value("model", nlohmann::json::object()));
+  models::GPT model = build_gpt(block);
   load_checkpoint_weights(folder, *model);
-  torch::save(model, out);
+  // Serialized in memory (the weights are in memory already), then written through a temporary
+  // name and renamed: a full disk is an error naming the file, and leaves no truncated model.pt.
+  std::ostringstream bytes;
+  torch::save(model, bytes);
+  try {
+    write_file_atomically(out, bytes.str());
+  } catch (const Error& e) {
+    Error error("cannot write the exported weights: " + e.message());
+    error.with_path(out);
+    if (e.errnum()) error.with_errno(*e.errnum());
+    throw error;
+  }
   std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", folder.c_str(),
               out.c_str(), model->parameters().size(), out.c_str());
 }

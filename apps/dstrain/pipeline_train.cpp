@@ -3,9 +3,11 @@
 #include <chrono>
 
 #include "dstrain/engine/models/activation_checkpointing.hpp"
+#include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"
+#include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
 #include "train_command.hpp"
@@ -13,17 +15,37 @@
 
 namespace ds::app {
 
-int run_pipeline_training(const Config& config, const TrainOptions& options, std::shared_ptr<comm::Backend> world) {
-  const nlohmann::json& block = config.dstrain_block();
-  const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
-  auto model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));
+namespace {
+
+// The tag every stage resumes from: --tag, or the newest complete in every stage's folder. A tag
+// whose stages stand at different steps is an error before any state is read.
+std::string resume_tag(const PipelineEngine& engine, const std::string& save_dir, const std::string& tag) {
+  std::vector<std::string> dirs;
+  for (int s = 0; s < engine.grid().stages(); ++s) dirs.push_back(save_dir + "/stage" + std::to_string(s));
+  const std::string chosen = tag.empty() ? ckpt::newest_common_tag(dirs) : tag;
+  const int64_t step = ckpt::CheckpointIndex::read(ckpt::checkpoint_folder(dirs[0], chosen)).global_steps();
+  for (size_t s = 1; s < dirs.size(); ++s)
+    if (const int64_t other = ckpt::CheckpointIndex::read(ckpt::checkpoint_folder(dirs[s], chosen)).global_steps();
+        other != step)
+      throw Error("checkpoint '" + chosen + "' is at step " + std::to_string(step) + " in stage 0 and at step " +
+                  std::to_string(other) + " in stage " + std::to_string(s) + ": the stages must resume together")
+          .with_path(dirs[s] + "/" + chosen);
+  return chosen;
+}
+
+}  // namespace
+
+int run_pipeline_training(const Config& config, const TrainOptions& options, const TrainerBlock& trainer, int64_t steps,
+                          std::shared_ptr<comm::Backend> world, Preemption& preemption) {
+  auto model_config = models::GPTConfig::from_json(trainer.model);
   model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
-  auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
-                                        model_config.block_size);
+  auto source = data::make_token_source(trainer.data, model_config.vocab_size, model_config.block_size);
   const int64_t baseline_rss = process_memory().rss_bytes;
   PipelineEngine engine(model_config, config, world);
   if (options.resume) {
-    engine.load_checkpoint(options.save_dir);
+    const std::string tag = resume_tag(engine, options.save_dir, options.tag);
+    log::info("checkpoint: resuming every stage from ", tag);
+    engine.core().load_checkpoint(engine.checkpoint_dir(options.save_dir), tag);
     check_resumed_steps(engine.global_steps(), steps);
   }
   EngineCore& core = engine.core();
@@ -58,6 +80,7 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, std
     report.step(figures);
     check_finite_loss(figures.loss, figures.step, config.fp16().enabled);
     if (!options.save_dir.empty()) checkpoints.after_step(core);
+    if (stop_if_preempted(preemption, *world, options, checkpoints, core)) return kPreemptedExitCode;
   }
   if (!options.save_dir.empty()) checkpoints.finish(core);
   return 0;

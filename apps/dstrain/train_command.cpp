@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <optional>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/models/activation_checkpointing.hpp"
+#include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
@@ -21,6 +24,8 @@
 #include "dstrain/zero/init.hpp"
 #include "pipeline_train.hpp"
 #include "placement.hpp"
+#include "preemption.hpp"
+#include "trainer_block.hpp"
 #include "train_report.hpp"
 
 namespace ds::app {
@@ -44,6 +49,20 @@ void apply_override(nlohmann::json& json, const std::string& assignment) {
   if (node->is_discarded()) *node = text;
 }
 
+// A CLI11 check that the value is at least `minimum` (above it when `strict`), whose message says
+// so with the value given: "--steps: must be >= 1, got 0".
+CLI::Validator at_least(int64_t minimum, bool strict = false) {
+  const std::string bound = std::string(strict ? "> " : ">= ") + std::to_string(minimum);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "must be a number " + bound + ", got '" + text + "'";
+        if (strict ? value > minimum : value >= minimum) return "";
+        return "must be " + bound + ", got " + text;
+      },
+      bound);
+}
+
 }  // namespace
 
 void check_resumed_steps(int64_t checkpoint_step, int64_t steps) {
@@ -65,56 +84,87 @@ void add_train_options(CLI::App& app, TrainOptions& options) {
   app.add_option("-c,--config", options.config_path, "DeepSpeed-style JSON config (with a \"dstrain\" block)")
       ->check(CLI::ExistingFile);
   app.add_option("--steps", options.steps, "optimizer steps to train (default: dstrain.steps of the config)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--save-dir", options.save_dir, "write checkpoints here (at the end, and every --save-interval)");
   app.add_option("--save-interval", options.save_interval, "also save every N steps (needs --save-dir)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--keep-last", options.keep_last, "keep only the newest K global_step checkpoints (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_flag("--resume", options.resume, "continue from the newest complete checkpoint in --save-dir");
+      ->check(at_least(0));
+  app.add_flag("--resume", options.resume,
+               "continue from the newest checkpoint in --save-dir complete in every stage and rank");
+  app.add_option("--tag", options.tag, "with --resume: continue from this checkpoint tag (e.g. global_step200)");
   app.add_option("--metrics", options.metrics_path, "append one JSON line per step to this file (rank 0)");
   app.add_option("--comm-timeout", options.comm_timeout_seconds,
                  "seconds any collective or point-to-point wait may last before the job is ended, naming the "
                  "call and the ranks that never arrived (default 1800, as DeepSpeed)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(0, /*strict=*/true));
+  app.add_option("--preempt-signals", options.preempt_signals,
+                 "on these signals finish the step, save to --save-dir and exit with 75 (default TERM,USR1; none)")
+      ->capture_default_str();
+  app.add_option("--preempt-timeout", options.preempt_timeout_seconds,
+                 "seconds the step and the save may take after such a signal before the rank is ended (0: no limit)")
+      ->capture_default_str();
   app.add_option("--set", options.overrides,
                  "override a config key: --set dstrain.model.n_layer=4 --set zero_optimization.stage=2");
+}
+
+bool stop_if_preempted(Preemption& preemption, comm::Backend& world, const TrainOptions& options,
+                       CheckpointSchedule& checkpoints, EngineCore& engine) {
+  if (!preemption.requested(world)) return false;
+  if (!options.save_dir.empty()) checkpoints.finish(engine);
+  log::warn("asked to stop (", preemption.signal() != 0 ? std::string("SIG") + ::sigabbrev_np(preemption.signal())
+                                                         : std::string("a signal to another rank"),
+            ") at step ", engine.global_steps(), ": ",
+            options.save_dir.empty() ? std::string("no --save-dir, nothing saved")
+                                     : "saved to " + options.save_dir + "; continue with --resume",
+            "; exiting with ", kPreemptedExitCode);
+  return true;
 }
 
 int run_training(const TrainOptions& options) {
   if (options.config_path.empty()) throw Error("no config: pass --config FILE (see configs/)");
   if (options.resume && options.save_dir.empty()) throw Error("--resume needs --save-dir");
+  if (!options.tag.empty() && !options.resume) throw Error("--tag picks the checkpoint to resume: it needs --resume");
   if ((options.save_interval > 0 || options.keep_last > 0) && options.save_dir.empty())
     throw Error("--save-interval and --keep-last need --save-dir");
+  // Before anything slow: a signal while the model is built still stops the run at step 1.
+  Preemption preemption(parse_signal_list(options.preempt_signals), options.preempt_timeout_seconds);
   nlohmann::json json = Config::from_file(options.config_path).to_json();
   for (const std::string& assignment : options.overrides) apply_override(json, assignment);
   Config config = Config::from_json(json);
 
   const nlohmann::json& block = config.dstrain_block();
+  const TrainerBlock trainer = read_trainer_block(block);
+  const int64_t steps = options.steps > 0 ? options.steps : trainer.steps;
   const Placement placement = placement_from(block);
   auto world = comm::init_distributed(
       placement.backend, std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options.comm_timeout_seconds * 1000))));
-  if (!options.save_dir.empty()) prepare_save_dir(options.save_dir);  // a bad --save-dir fails before step 1
+  // One job at a time in a save folder: rank 0 holds the lock until the run ends. A bad --save-dir
+  // fails here, before step 1.
+  std::optional<SaveDirLock> lock;
+  if (!options.save_dir.empty()) {
+    if (world->rank() == 0) lock.emplace(options.save_dir);
+    prepare_save_dir(options.save_dir);
+    world->barrier();
+  }
   if (config.pipeline().stages.value_or(1) > 1) {
     if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
-    return run_pipeline_training(config, options, world);
+    return run_pipeline_training(config, options, trainer, steps, world, preemption);
   }
-  const int64_t steps = options.steps >= 0 ? options.steps : block.value("steps", int64_t{100});
   apply_host_policy();  // before the model exists, so that building it uses the policy's allocator
   const int64_t baseline_rss = process_memory().rss_bytes;
   torch::manual_seed(config.training().seed);
-  models::GPTConfig model_config = models::GPTConfig::from_json(block.value("model", nlohmann::json::object()));
+  models::GPTConfig model_config = models::GPTConfig::from_json(trainer.model);
   model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
   // Stage 3 builds it partitioned on the CPU: no rank ever holds the whole model. On a GPU the model
   // is built whole and moved (moving partitioned parameters would make them whole again).
   models::GPT model = placement.device.is_cuda() ? models::GPT(model_config)
                                                  : zero::build(config, [&] { return models::GPT(model_config); }, world);
   if (placement.device.is_cuda()) model->to(placement.device);
-  auto source = data::make_token_source(block.value("data", nlohmann::json()), model_config.vocab_size,
-                                        model_config.block_size);
+  auto source = data::make_token_source(trainer.data, model_config.vocab_size, model_config.block_size);
   auto engine = ds::initialize(model, config, world);
   if (options.resume) {
-    engine->load_checkpoint(options.save_dir);
+    engine->load_checkpoint(options.save_dir, options.tag);
     check_resumed_steps(engine->global_steps(), steps);
   }
   CheckpointSchedule checkpoints({options.save_dir, options.save_interval, options.keep_last});
@@ -161,6 +211,7 @@ int run_training(const TrainOptions& options) {
     report.step(figures);
     check_finite_loss(figures.loss, figures.step, config.fp16().enabled);
     if (!options.save_dir.empty()) checkpoints.after_step(*engine);
+    if (stop_if_preempted(preemption, *world, options, checkpoints, *engine)) return kPreemptedExitCode;
   }
   if (!options.save_dir.empty()) checkpoints.finish(*engine);
   return 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Args: DSTRAIN DS_IO SOURCE_DIR
-# The CLI's answers to bad input: each case must fail (non-zero, with its message) or, for the
-# progress bar, leave no carriage return in a redirected stdout; and a key accepted but not acted
-# on draws exactly one warning.
+# The CLI's answers to bad input (flags out of range, --tag without --resume, a signal that cannot
+# be caught, the dstrain block's unknown keys, steps and model type): each case must fail
+# (non-zero, with its message) or, for the progress bar, leave no carriage return in a redirected
+# stdout; and a key accepted but not acted on draws exactly one warning.
 set -uo pipefail
 dstrain=$1 ds_io=$2 source=$3
 work=$(mktemp -d)
@@ -24,6 +25,22 @@ small=(--config "$source/configs/default.json" --set dstrain.model.n_embd=32 --s
 
 expect_failure "--steps -5" "--steps" "$dstrain" "${small[@]}" --steps -5
 expect_failure "--steps 0" "--steps" "$dstrain" "${small[@]}" --steps 0
+expect_failure "--steps 0 says the bound" "--steps: must be >= 1, got 0" "$dstrain" "${small[@]}" --steps 0
+expect_failure "--comm-timeout -3" "--comm-timeout: must be > 0, got -3" "$dstrain" "${small[@]}" --comm-timeout -3
+expect_failure "--keep-last -1" "--keep-last: must be >= 0, got -1" "$dstrain" "${small[@]}" --keep-last -1
+expect_failure "--tag without --resume" "--tag picks the checkpoint to resume: it needs --resume" \
+  "$dstrain" "${small[@]}" --save-dir "$work/ckpt" --tag global_step1
+expect_failure "--preempt-signals KILL" "'KILL' is not a signal the trainer can catch" \
+  "$dstrain" "${small[@]}" --preempt-signals TERM,KILL
+# The config's dstrain block: a misspelt key, steps <= 0, a model type that is not built in.
+expect_failure "dstrain.stpes" "config key 'dstrain.stpes': unknown key (did you mean 'dstrain.steps'?)" \
+  "$dstrain" "${small[@]}" --set dstrain.stpes=5
+expect_failure "dstrain.steps -5" "config key 'dstrain.steps': must be a positive integer, got -5" \
+  "$dstrain" "${small[@]}" --set dstrain.steps=-5
+expect_failure "dstrain.steps 0" "config key 'dstrain.steps': must be a positive integer, got 0" \
+  "$dstrain" "${small[@]}" --set dstrain.steps=0
+expect_failure "dstrain.model.type llama" "config key 'dstrain.model.type': model type \"llama\" is not built in; supported: gpt" \
+  "$dstrain" "${small[@]}" --set dstrain.model.type=llama
 expect_failure "metrics on a full disk" "cannot write the metrics line" \
   "$dstrain" "${small[@]}" --steps 2 --metrics /dev/full
 expect_failure "ds_io --io_size 0" "--io_size must be positive" "$ds_io" --folder "$work" --io_size 0

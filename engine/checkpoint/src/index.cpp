@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "dstrain/io/crc32c.hpp"
 #include "dstrain/io/shard_file.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
 
 namespace ds::ckpt {
 namespace {
@@ -16,7 +20,143 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kFormat = "dstrain-sharded-checkpoint";
-constexpr int kVersion = 1;
+// Version 2 added "index_crc32c"; version 1 indexes (no checksum) are still read, layout checked.
+constexpr int kVersion = 2;
+constexpr const char* kChecksumField = "index_crc32c";
+
+uint32_t checksum_of(const nlohmann::json& body) {
+  const std::string text = body.dump();  // compact; nlohmann's objects keep their keys sorted
+  return io::crc32c(0, text.data(), text.size());
+}
+
+int64_t dtype_size(const std::string& dtype) {
+  if (dtype == "float64" || dtype == "int64") return 8;
+  if (dtype == "float32" || dtype == "int32") return 4;
+  if (dtype == "float16" || dtype == "bfloat16") return 2;
+  if (dtype == "uint8") return 1;
+  return 0;
+}
+
+// A field of the index that does not hold: the message names the field and both values.
+Error bad_field(const std::string& path, const std::string& field, const std::string& problem) {
+  return Error("checkpoint index field " + field + ": " + problem).with_path(path);
+}
+
+// The layout as zero::ShardLayout cuts it: every parameter's numel from its shape, its chunk
+// ceil(numel / partitions), and the chunks back to back in parameter order, filling shard_numel.
+void check_params(const CheckpointIndex& index, const std::string& path) {
+  int64_t end = 0;
+  for (size_t i = 0; i < index.params.size(); ++i) {
+    const ParamEntry& p = index.params[i];
+    const std::string field = "params[" + std::to_string(i) + "] ('" + p.name + "')";
+    int64_t numel = 1;
+    for (int64_t dim : p.shape) {
+      if (dim < 0) throw bad_field(path, field + ".shape", "negative dimension in " + nlohmann::json(p.shape).dump());
+      numel *= dim;
+    }
+    if (p.numel != numel)
+      throw bad_field(path, field + ".numel", std::to_string(p.numel) + ", but its shape " + nlohmann::json(p.shape).dump() +
+                                                  " holds " + std::to_string(numel));
+    const int64_t chunk = (numel + index.partitions - 1) / index.partitions;
+    if (p.chunk != chunk)
+      throw bad_field(path, field + ".chunk", std::to_string(p.chunk) + ", expected " + std::to_string(chunk) + " (" +
+                                                  std::to_string(numel) + " elements in " +
+                                                  std::to_string(index.partitions) + " partitions)");
+    if (p.shard_offset != end)
+      throw bad_field(path, field + ".shard_offset",
+                      std::to_string(p.shard_offset) + ", expected " + std::to_string(end) +
+                          " (chunks lie back to back in parameter order: overlapping or leaving a gap otherwise)");
+    end += chunk;
+  }
+  if (index.shard_numel != end)
+    throw bad_field(path, "shard_numel", std::to_string(index.shard_numel) + ", but the parameters' chunks add up to " +
+                                             std::to_string(end));
+}
+
+// Every shard's sections lie back to back from offset 0 and fill the file; the partitions' shards
+// begin with "master" and the optimizer state in its listed order, each shard_numel fp32 elements;
+// the others hold none of them; every section is a whole number of its dtype; "rng" is in each.
+void check_sections(const CheckpointIndex& index, const std::string& path) {
+  for (size_t k = 0; k < index.shards.size(); ++k) {
+    const ShardEntry& shard = index.shards[k];
+    const std::string prefix = "shards[" + std::to_string(k) + "]";
+    std::vector<std::string> leading;
+    if (static_cast<int>(k) < index.partitions) {
+      leading.push_back("master");
+      for (const std::string& state : index.optimizer_state) leading.push_back("optim/" + state);
+    }
+    int64_t end = 0;
+    bool rng = false;
+    for (size_t j = 0; j < shard.sections.size(); ++j) {
+      const ShardSection& s = shard.sections[j];
+      const std::string field = prefix + ".sections[" + std::to_string(j) + "] ('" + s.name + "')";
+      if (j < leading.size() && s.name != leading[j])
+        throw bad_field(path, field + ".name", "'" + s.name + "', expected '" + leading[j] + "' in this place");
+      const bool shard_shaped = s.name == "master" || s.name.rfind("optim/", 0) == 0;
+      if (j >= leading.size() && shard_shaped)
+        throw bad_field(path, field + ".name", "'" + s.name + "' out of place (or in a shard that holds no partition)");
+      for (size_t other = 0; other < j; ++other)
+        if (shard.sections[other].name == s.name) throw bad_field(path, field + ".name", "'" + s.name + "' twice");
+      if (s.offset != end)
+        throw bad_field(path, field + ".offset",
+                        std::to_string(s.offset) + ", expected " + std::to_string(end) +
+                            " (sections lie back to back in their listed order: overlapping or leaving a gap otherwise)");
+      const int64_t size = dtype_size(s.dtype);
+      if (size == 0) throw bad_field(path, field + ".dtype", "unknown dtype '" + s.dtype + "'");
+      if (s.bytes < 0 || s.bytes % size != 0)
+        throw bad_field(path, field + ".bytes", std::to_string(s.bytes) + " is not a whole number of " + s.dtype);
+      if (shard_shaped && (s.dtype != "float32" || s.bytes != index.shard_numel * 4))
+        throw bad_field(path, field + ".bytes",
+                        std::to_string(s.bytes) + " bytes of " + s.dtype + ", expected " +
+                            std::to_string(index.shard_numel * 4) + " (shard_numel " +
+                            std::to_string(index.shard_numel) + " float32)");
+      rng = rng || s.name == "rng";
+      end += s.bytes;
+    }
+    if (shard.sections.size() < leading.size())
+      throw bad_field(path, prefix + ".sections", "no section '" + leading[shard.sections.size()] + "'");
+    if (!rng) throw bad_field(path, prefix + ".sections", "no section 'rng'");
+    if (shard.bytes != end)
+      throw bad_field(path, prefix + ".bytes", std::to_string(shard.bytes) + ", but its sections end at " +
+                                                   std::to_string(end));
+  }
+}
+
+int64_t counter(const nlohmann::json& counters, const std::string& name, const std::string& path, int64_t minimum = 0) {
+  const nlohmann::json* value = counters.contains(name) ? &counters.at(name) : nullptr;
+  if (value == nullptr || !value->is_number_integer())
+    throw bad_field(path, "counters." + name, "missing or not an integer");
+  const int64_t v = value->get<int64_t>();
+  if (v < minimum)
+    throw bad_field(path, "counters." + name, std::to_string(v) + " is below " + std::to_string(minimum));
+  return v;
+}
+
+// The counters the engine restores, each in its range and consistent with the others: every
+// global step is an optimizer step or a skipped one, and took at least one micro-step.
+void check_counters(const nlohmann::json& counters, const std::string& path) {
+  if (!counters.is_object()) throw bad_field(path, "counters", "not an object");
+  const int64_t global = counter(counters, "global_steps", path);
+  const int64_t optimizer = counter(counters, "optimizer_steps", path);
+  const int64_t skipped = counter(counters, "skipped_steps", path);
+  const int64_t micro = counter(counters, "micro_steps", path);
+  if (optimizer + skipped != global)
+    throw bad_field(path, "counters.global_steps",
+                    std::to_string(global) + ", but optimizer_steps " + std::to_string(optimizer) +
+                        " + skipped_steps " + std::to_string(skipped) + " = " + std::to_string(optimizer + skipped));
+  if (micro < global)
+    throw bad_field(path, "counters.micro_steps",
+                    std::to_string(micro) + ", fewer than global_steps " + std::to_string(global));
+  if (!counters.contains("loss_scaler") || !counters.at("loss_scaler").is_object())
+    throw bad_field(path, "counters.loss_scaler", "missing or not an object");
+  const nlohmann::json& scaler = counters.at("loss_scaler");
+  const nlohmann::json* scale = scaler.contains("scale") ? &scaler.at("scale") : nullptr;
+  if (scale == nullptr || !scale->is_number() || !(scale->get<double>() > 0) || !std::isfinite(scale->get<double>()))
+    throw bad_field(path, "counters.loss_scaler.scale", "must be a finite number > 0");
+  counter(scaler, "iteration", path);
+  counter(scaler, "last_overflow_iteration", path, -1);
+  counter(scaler, "hysteresis_left", path);
+}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -69,6 +209,7 @@ nlohmann::json CheckpointIndex::to_json() const {
     json["shards"].push_back(entry);
   }
   json["config"] = config;
+  json[kChecksumField] = checksum_of(json);
   return json;
 }
 
@@ -76,9 +217,25 @@ CheckpointIndex CheckpointIndex::from_json(const nlohmann::json& json, const std
   CheckpointIndex index;
   try {
     if (json.value("format", "") != kFormat) throw Error("not a dstrain checkpoint index (no \"format\": \"" + std::string(kFormat) + "\")").with_path(path);
-    if (json.at("version").get<int>() != kVersion)
-      throw Error("checkpoint index version " + json.at("version").dump() + " is not " + std::to_string(kVersion) +
-                  ", the one this build reads").with_path(path);
+    const int version = json.at("version").get<int>();
+    if (version != kVersion && version != 1)
+      throw Error("checkpoint index version " + json.at("version").dump() + " is not 1 or " + std::to_string(kVersion) +
+                  ", the ones this build reads").with_path(path);
+    if (version >= 2) {
+      if (!json.contains(kChecksumField) || !json.at(kChecksumField).is_number_unsigned())
+        throw bad_field(path, kChecksumField, "missing: the index cannot be trusted");
+      nlohmann::json body = json;
+      body.erase(kChecksumField);
+      const uint32_t stored = json.at(kChecksumField).get<uint32_t>();
+      if (const uint32_t computed = checksum_of(body); computed != stored) {
+        std::ostringstream message;
+        message << "checkpoint index is corrupted or was edited: its CRC-32C is 0x" << std::hex << computed
+                << ", index_crc32c says 0x" << stored;
+        throw Error(message.str()).with_path(path);
+      }
+    } else {
+      log::warn("checkpoint: ", path, " is a version 1 index, without a checksum of its own; its layout is checked");
+    }
     index.tag = json.at("tag").get<std::string>();
     index.world_size = json.at("world_size").get<int>();
     index.zero_stage = json.at("zero_stage").get<int>();
@@ -107,6 +264,11 @@ CheckpointIndex CheckpointIndex::from_json(const nlohmann::json& json, const std
     throw Error("malformed checkpoint index: world_size " + std::to_string(index.world_size) + ", " +
                 std::to_string(index.shards.size()) + " shards, " + std::to_string(index.partitions) + " partitions")
         .with_path(path);
+  if (index.zero_stage < 0 || index.zero_stage > 3)
+    throw bad_field(path, "zero_stage", std::to_string(index.zero_stage) + " is not 0 to 3");
+  check_params(index, path);
+  check_sections(index, path);
+  check_counters(index.counters, path);
   return index;
 }
 
@@ -148,6 +310,36 @@ std::string checkpoint_folder(const std::string& dir, const std::string& tag) {
   if (best.empty())
     throw Error("no checkpoint to resume: no 'latest' file and no complete checkpoint").with_path(dir).with_errno(ec ? ec.value() : ENOENT);
   return best;
+}
+
+std::string newest_common_tag(const std::vector<std::string>& dirs) {
+  // tag -> global_steps, for the complete checkpoints of the first folder; then kept only where
+  // every other folder has the tag complete too.
+  std::map<std::string, int64_t> common;
+  std::string listed;
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    listed += (listed.empty() ? "" : ", ") + dirs[d];
+    std::map<std::string, int64_t> here;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dirs[d], ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name[0] == '.' || !fs::exists(entry.path() / "index.json")) continue;
+      if (d > 0 && !common.count(name)) continue;
+      try {
+        here[name] = CheckpointIndex::read(entry.path().string()).global_steps();
+      } catch (const Error& e) {
+        log::warn("checkpoint: not resuming from ", entry.path().string(), ": ", e.what());
+      }
+    }
+    if (d == 0) common = here;
+    for (auto it = common.begin(); it != common.end();)
+      it = here.count(it->first) ? std::next(it) : common.erase(it);
+  }
+  if (common.empty())
+    throw Error("no checkpoint is complete in every one of these folders: " + listed).with_errno(ENOENT);
+  const auto newest = std::max_element(common.begin(), common.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  return newest->first;
 }
 
 ShardSet::ShardSet(std::string folder, const CheckpointIndex& index)

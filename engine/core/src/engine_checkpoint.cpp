@@ -3,11 +3,12 @@
 //
 // Save: every rank streams its own shard-shaped state (fp32 master, optimizer state) and its
 // per-rank state (an optimizer's local_state, the CPU generator; rank 0 also the optimizer's
-// replicated_state) into <dir>/.<tag>.partial/rank<r>.bin, a bucket at a time straight from the
-// tensors, computing the CRC-32C as it goes; rank 0 gathers the sizes and checksums, writes
-// index.json, renames the folder to <dir>/<tag> and only then updates <dir>/latest. A crash at any
-// point leaves the previous checkpoint and `latest` intact; the next save removes the orphaned
-// .partial folder. No rank gathers anything whole.
+// replicated_state) into <dir>/.<tag>.partial.<host>.<pid>/rank<r>.bin (rank 0's host and pid), a
+// bucket at a time straight from the tensors, computing the CRC-32C as it goes; rank 0 gathers the
+// sizes and checksums, writes index.json, renames the folder to <dir>/<tag> and only then updates
+// <dir>/latest. A crash at any point leaves the previous checkpoint and `latest` intact; a later
+// save on the same host removes the orphaned .partial folder once its creator is gone. No rank
+// gathers anything whole.
 //
 // Load: every rank reads, for each of its chunks, exactly the byte ranges that hold it from the
 // saving ranks' files, straight into its own shard: any stage and world size loads any checkpoint
@@ -191,12 +192,13 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
   at::NoGradGuard no_grad;
   const int rank = group_->rank();
   const fs::path folder = fs::path(dir) / tag;
-  const fs::path partial = fs::path(dir) / ("." + tag + ".partial");
+  // Named by its creator, rank 0 (host and pid), so that no other job takes it for its own debris.
+  const fs::path partial = fs::path(dir) / ("." + tag + ".partial." + all_gather_strings(*group_, owner_id())[0]);
   const int64_t bucket = checkpoint_bucket_bytes();
   collectively(*group_, [&] {
     if (rank != 0) return;
     prepare_save_dir(dir);
-    remove_tree(partial.string());  // a partial folder left by a save that died
+    remove_tree(partial.string());  // this process's own, left by a save of the same tag that failed
     std::error_code ec;
     if (!fs::create_directory(partial, ec)) throw Error("cannot create checkpoint folder").with_path(partial.string()).with_errno(ec.value());
   });

@@ -1,7 +1,7 @@
 // A sharded checkpoint on disk, as any reader sees it (see docs/checkpoints.md):
 //
 //   <dir>/<tag>/index.json   this description: layout, counters, config, and per shard its size,
-//                            CRC-32C and sections
+//                            CRC-32C and sections; its own CRC-32C in "index_crc32c"
 //   <dir>/<tag>/rank<r>.bin  rank r's shard: raw little-endian sections, back to back
 //   <dir>/latest             the tag of the newest complete checkpoint
 //
@@ -61,8 +61,14 @@ struct CheckpointIndex {
   std::vector<ShardEntry> shards;            // one per rank, in rank order
 
   int64_t global_steps() const { return counters.value("global_steps", int64_t{0}); }
+  // The index as written, "index_crc32c" included: the CRC-32C of the rest, dumped compact with
+  // sorted keys (Python: json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)).
   nlohmann::json to_json() const;
-  // Parses `json` read from `path`; a missing or malformed field is a ds::Error naming both.
+  // Parses `json` read from `path` and checks it before anyone trusts it: its checksum, then the
+  // layout against the shapes (each parameter's numel, chunk and shard_offset; every shard's
+  // sections back to back in their fixed order, sized to the layout, filling the file) and the
+  // counters (non-negative, optimizer_steps + skipped_steps == global_steps). Any failure is a
+  // ds::Error naming the path and the field, e.g. "params[3].shard_offset".
   static CheckpointIndex from_json(const nlohmann::json& json, const std::string& path);
   // Reads <folder>/index.json.
   static CheckpointIndex read(const std::string& folder);
@@ -72,6 +78,11 @@ struct CheckpointIndex {
 // there is no latest file, the complete checkpoint (one with an index.json) of the highest step.
 // Every failure (no checkpoint, an empty or dangling latest) is a ds::Error naming the file.
 std::string checkpoint_folder(const std::string& dir, const std::string& tag);
+
+// The tag of the newest checkpoint (highest global_steps) complete in every one of `dirs` (e.g. a
+// pipeline's stage folders, which save on the same steps): a folder with a readable, valid
+// index.json under the same tag in each. A ds::Error naming the folders when they share none.
+std::string newest_common_tag(const std::vector<std::string>& dirs);
 
 // The shard files of one checkpoint, each opened on first use.
 class ShardSet {

@@ -1,0 +1,29 @@
+// The config's "dstrain" block as the trainer reads it:
+//   "model":   the built-in model; "type" "gpt" (the only one built in), the rest GPTConfig's keys
+//   "data":    the token source (data::make_token_source checks it)
+//   "steps":   optimizer steps to train, > 0 (default 100; --steps overrides)
+//   "device", "backend": where it runs (placement.hpp)
+//   "memory_limit": the memory planner's budget (engine/memory_budget.hpp reads it)
+// Any other key is an error naming it and, when one is close, the key it probably meant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ds::app {
+
+struct TrainerBlock {
+  nlohmann::json model;
+  nlohmann::json data;
+  int64_t steps = 100;
+};
+
+TrainerBlock read_trainer_block(const nlohmann::json& block);
+
+// A "dstrain.model" block naming a model type this build does not have is a ds::Error naming the
+// type and the supported ones (a missing type means "gpt").
+void check_model_type(const nlohmann::json& model);
+
+}  // namespace ds::app
