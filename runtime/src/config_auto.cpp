@@ -136,10 +136,9 @@ AutoValues::AutoValues(const json& config) {
   });
 
   // Optimizer: the settings, else the optimizer's own defaults (OptimizerConfig).
-  const std::optional<double> learning_rate = settings.number("learning_rate");
   const bool sgd = is_sgd(config);
   rule("optimizer.params.lr", [&](Entry& e) {
-    if (learning_rate) return from(e, *learning_rate, "dstrain.learning_rate");
+    if (auto learning_rate = settings.number("learning_rate")) return from(e, *learning_rate, "dstrain.learning_rate");
     if (sgd) throw Error("SGD has no default lr: set dstrain.learning_rate (or --set dstrain.learning_rate=...)");
     e.source = "the optimizer's default";
   });
@@ -161,15 +160,15 @@ AutoValues::AutoValues(const json& config) {
 
   // Scheduler: total steps are the run's steps (the trainer's --steps is written to dstrain.steps);
   // warmup as HF's get_warmup_steps: warmup_steps when > 0, else ceil(warmup_ratio * total).
-  const std::optional<int64_t> steps = settings.integer("steps");
   rule("scheduler.params.warmup_min_lr", [&](Entry& e) { from(e, 0.0, "HF's rule: 0"); });
   rule("scheduler.params.warmup_max_lr", [&](Entry& e) {
-    if (learning_rate) return from(e, *learning_rate, "dstrain.learning_rate");
+    if (auto learning_rate = settings.number("learning_rate")) return from(e, *learning_rate, "dstrain.learning_rate");
     if (auto lr = written_lr(config)) return from(e, *lr, "optimizer.params.lr");
     if (sgd) throw Error("SGD has no default lr: set dstrain.learning_rate (or --set dstrain.learning_rate=...)");
     from(e, OptimizerConfig().lr, "the optimizer's default lr");
   });
   rule("scheduler.params.total_num_steps", [&](Entry& e) {
+    const auto steps = settings.integer("steps");
     if (!steps) throw Error("\"auto\" is the number of training steps: set dstrain.steps or pass --steps");
     from(e, *steps, "dstrain.steps");
   });
@@ -178,6 +177,7 @@ AutoValues::AutoValues(const json& config) {
     if (warmup_steps > 0) return from(e, warmup_steps, "dstrain.warmup_steps");
     const double ratio = settings.number("warmup_ratio").value_or(0.0);
     if (ratio <= 0) return from(e, 0, "HF's default: no warmup");
+    const auto steps = settings.integer("steps");
     if (!steps) throw Error("dstrain.warmup_ratio needs the number of training steps: set dstrain.steps or pass --steps");
     from(e, static_cast<int64_t>(std::ceil(ratio * static_cast<double>(*steps))), "ceil(dstrain.warmup_ratio * dstrain.steps)");
   });

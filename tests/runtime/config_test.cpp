@@ -833,3 +833,193 @@ TEST_CASE("A config without an optimizer loads, but is not trainable", "[config]
   }
   CHECK_NOTHROW(ds::Config::from_json(with({{"optimizer", {{"type", "Adam"}}}})).check_trainable());
 }
+
+namespace {
+
+// The ds::Error that `action` throws; a test failure when it throws none.
+template <class F>
+ds::Error thrown_by(F&& action) {
+  try {
+    action();
+  } catch (const ds::Error& e) {
+    return e;
+  }
+  FAIL("no ds::Error thrown");
+  return ds::Error("unreachable");
+}
+
+// A config shaped as transformers' tests/deepspeed/ds_config_zero2.json, "auto" wherever HF allows.
+json hf_zero2_auto() {
+  return {
+      {"fp16", {{"enabled", "auto"}, {"loss_scale", 0}, {"initial_scale_power", 16}}},
+      {"bf16", {{"enabled", "auto"}}},
+      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"betas", "auto"}, {"eps", "auto"}, {"weight_decay", "auto"}}}}},
+      {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_min_lr", "auto"}, {"warmup_max_lr", "auto"}, {"warmup_num_steps", "auto"}}}}},
+      {"zero_optimization", {{"stage", 2}, {"allgather_bucket_size", 2e8}, {"reduce_bucket_size", "auto"}}},
+      {"gradient_accumulation_steps", "auto"},
+      {"gradient_clipping", "auto"},
+      {"train_batch_size", "auto"},
+      {"train_micro_batch_size_per_gpu", "auto"},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("HF \"auto\": each key resolves from the dstrain settings as the HF Trainer resolves it", "[config][auto]") {
+  const std::string path = DSTRAIN_SOURCE_DIR "/tests/runtime/configs/hf_auto_zero3_warmup_decay.json";
+  const json settings = read_json(path).at("dstrain");
+  ds::Config config = ds::Config::from_file(path);
+  const int world = 2;
+  config.resolve_batch(world);
+
+  const int micro = settings.at("per_device_train_batch_size"), gas = settings.at("gradient_accumulation_steps");
+  CHECK(config.train_micro_batch_size_per_gpu() == micro);
+  CHECK(config.gradient_accumulation_steps() == gas);
+  CHECK(config.train_batch_size() == micro * gas * world);
+  CHECK(config.training().gradient_clipping == settings.at("max_grad_norm").get<double>());
+  const double lr = settings.at("learning_rate");
+  CHECK(config.optimizer().lr == lr);
+  CHECK(config.optimizer().betas[0] == settings.at("adam_beta1").get<double>());
+  CHECK(config.optimizer().betas[1] == settings.at("adam_beta2").get<double>());
+  CHECK(config.optimizer().eps == settings.at("adam_epsilon").get<double>());
+  CHECK(config.optimizer().weight_decay == settings.at("weight_decay").get<double>());
+  const int64_t steps = settings.at("steps");
+  CHECK(config.scheduler().total_num_steps == steps);
+  // transformers' TrainingArguments.get_warmup_steps: math.ceil(num_training_steps * warmup_ratio).
+  CHECK(config.scheduler().warmup_num_steps == static_cast<int64_t>(std::ceil(steps * settings.at("warmup_ratio").get<double>())));
+  CHECK(config.scheduler().warmup_min_lr == 0.0);
+  CHECK(config.scheduler().warmup_max_lr == lr);
+  CHECK(config.bf16().enabled == settings.at("bf16").get<bool>());
+  CHECK_FALSE(config.fp16().enabled);
+  CHECK(config.untyped().at("amp") == json({{"enabled", false}, {"opt_level", "O1"}}));
+
+  // The hidden-size keys stay "auto" with DeepSpeed's defaults in the struct.
+  const ds::ZeroConfig& zero = config.zero_optimization();
+  CHECK(zero.reduce_bucket_size == 500000000);
+  CHECK(zero.stage3_prefetch_bucket_size == 50000000);
+  CHECK(zero.stage3_param_persistence_threshold == 100000);
+  for (const char* key : {"zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
+                          "zero_optimization.stage3_param_persistence_threshold", "optimizer.params.lr", "bf16.enabled",
+                          "train_batch_size", "amp.opt_level"}) {
+    INFO(key);
+    CHECK(config.is_auto(key));
+    CHECK_FALSE(config.given(key));
+  }
+  for (const char* key : {"zero_optimization.stage", "zero_optimization.stage3_max_live_parameters", "steps_per_print",
+                          "optimizer.type"}) {
+    INFO(key);
+    CHECK(config.given(key));
+    CHECK_FALSE(config.is_auto(key));
+  }
+  CHECK_FALSE(config.given("zero_optimization.allgather_bucket_size"));  // absent
+  CHECK_FALSE(config.is_auto("zero_optimization.allgather_bucket_size"));
+
+  // The recorded config holds the resolved values; read back, only the hidden-size keys are "auto".
+  const json recorded = config.to_json();
+  CHECK(recorded.at("optimizer").at("params").at("lr") == lr);
+  CHECK(recorded.at("train_batch_size") == micro * gas * world);
+  CHECK(recorded.at("zero_optimization").at("reduce_bucket_size") == "auto");
+  const ds::Config again = ds::Config::from_json(recorded);
+  CHECK(again.is_auto("zero_optimization.stage3_prefetch_bucket_size"));
+  CHECK_FALSE(again.is_auto("optimizer.params.lr"));
+  CHECK(again.given("optimizer.params.lr"));
+  CHECK(again.scheduler().warmup_num_steps == config.scheduler().warmup_num_steps);
+}
+
+TEST_CASE("HF \"auto\" without dstrain settings: the defaults, and the batch rule", "[config][auto]") {
+  json hf = hf_zero2_auto();
+  hf["train_micro_batch_size_per_gpu"] = 3;
+  ds::Config config = ds::Config::from_json(hf);
+  config.resolve_batch(4);
+  CHECK(config.gradient_accumulation_steps() == 1);
+  CHECK(config.train_batch_size() == 3 * 1 * 4);
+  CHECK(config.training().gradient_clipping == 1.0);  // TrainingArguments.max_grad_norm's default
+  // The optimizer's defaults: the same config with the keys left out.
+  const ds::OptimizerConfig defaults = ds::Config::from_json(with({{"optimizer", {{"type", "AdamW"}}}})).optimizer();
+  CHECK(config.optimizer().lr == defaults.lr);
+  CHECK(config.optimizer().betas == defaults.betas);
+  CHECK(config.optimizer().eps == defaults.eps);
+  CHECK(config.optimizer().weight_decay == defaults.weight_decay);
+  CHECK(config.scheduler().warmup_max_lr == defaults.lr);
+  CHECK(config.scheduler().warmup_num_steps == 0);
+  CHECK_FALSE(config.fp16().enabled);
+  CHECK_FALSE(config.bf16().enabled);
+
+  // train_batch_size given: the batch rule derives the "auto" micro batch.
+  hf = hf_zero2_auto();
+  hf["train_batch_size"] = 32;
+  hf["dstrain"] = {{"gradient_accumulation_steps", 4}, {"warmup_steps", 7}, {"warmup_ratio", 0.5}, {"adam_beta2", 0.95}};
+  config = ds::Config::from_json(hf);
+  config.resolve_batch(2);
+  CHECK(config.train_micro_batch_size_per_gpu() == 32 / (4 * 2));
+  CHECK(config.scheduler().warmup_num_steps == 7);  // warmup_steps > 0 wins over the ratio, as HF
+  CHECK(config.optimizer().betas == std::array<double, 2>{defaults.betas[0], 0.95});
+}
+
+TEST_CASE("HF \"auto\" that nothing decides is an error naming the key", "[config][auto]") {
+  auto key_of = [](const json& config) { return thrown_by([&] { ds::Config::from_json(config); }).key(); };
+  // No micro batch and no train_batch_size to derive it from.
+  CHECK(key_of(hf_zero2_auto()) == std::string("train_micro_batch_size_per_gpu"));
+  json hf = hf_zero2_auto();
+  hf["dstrain"] = {{"per_device_train_batch_size", 2}};
+  CHECK_NOTHROW(ds::Config::from_json(hf));
+  // total_num_steps without the run's steps.
+  json decay = hf;
+  decay["scheduler"] = {{"type", "WarmupDecayLR"}, {"params", {{"total_num_steps", "auto"}}}};
+  CHECK(key_of(decay) == std::string("scheduler.params.total_num_steps"));
+  decay["dstrain"]["steps"] = 50;
+  CHECK(ds::Config::from_json(decay).scheduler().total_num_steps == 50);
+  // A warmup ratio without the run's steps.
+  json ratio = hf;
+  ratio["dstrain"]["warmup_ratio"] = 0.1;
+  CHECK(key_of(ratio) == std::string("scheduler.params.warmup_num_steps"));
+  // SGD has no default lr.
+  json sgd = hf;
+  sgd["optimizer"] = {{"type", "SGD"}, {"params", {{"lr", "auto"}}}};
+  CHECK(key_of(sgd) == std::string("optimizer.params.lr"));
+  // A setting of the wrong type names the setting.
+  json wrong = hf;
+  wrong["dstrain"]["learning_rate"] = "fast";
+  const ds::Error error = thrown_by([&] { ds::Config::from_json(wrong); });
+  CHECK(error.key() == std::string("dstrain.learning_rate"));
+  CHECK_THAT(error.message(), Contains("\"fast\"") && Contains("optimizer.params.lr"));
+  // Resolved values are range-checked as any value.
+  json negative = hf;
+  negative["dstrain"]["max_grad_norm"] = -1;
+  CHECK(key_of(negative) == std::string("gradient_clipping"));
+}
+
+TEST_CASE("A number that overflows a double is an error naming the file and the key", "[config]") {
+  const std::string top = write_temp_file("overflow_top.json", R"({"train_batch_size": 8, "gradient_clipping": 1e999})");
+  ds::Error error = thrown_by([&] { ds::Config::from_file(top); });
+  CHECK(error.path() == top);
+  CHECK(error.key() == std::string("gradient_clipping"));
+  CHECK_THAT(error.message(), Contains("1e999"));
+
+  const std::string nested = write_temp_file(
+      "overflow_nested.json",
+      R"({"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"betas": [0.9, -1e400], "lr": 1}}})");
+  error = thrown_by([&] { ds::Config::from_file(nested); });
+  CHECK(error.path() == nested);
+  CHECK(error.key() == std::string("optimizer.params.betas[1]"));
+}
+
+TEST_CASE("--set: a path through a non-object, or a value of the wrong type, is an error naming the key", "[config]") {
+  json config = with({{"zero_optimization", {{"stage", 2}}}});
+  ds::Error error = thrown_by([&] { ds::Config::apply_override(config, "zero_optimization.stage.x=1"); });
+  CHECK(error.key() == std::string("zero_optimization.stage.x"));
+  CHECK_THAT(error.message(), Contains("'zero_optimization.stage'") && Contains("not an object"));
+
+  ds::Config::apply_override(config, "zero_optimization.stage=two");
+  error = thrown_by([&] { ds::Config::from_json(config); });
+  CHECK(error.key() == std::string("zero_optimization.stage"));
+  CHECK_THAT(error.message(), Contains("\"two\"") && Contains("expected an integer"));
+
+  error = thrown_by([&] { ds::Config::apply_override(config, "gradient_clipping=1e999"); });
+  CHECK(error.key() == std::string("gradient_clipping"));
+
+  // Objects on the way are created; a value that is not JSON is a string.
+  ds::Config::apply_override(config, "dstrain.model.n_layer=4");
+  ds::Config::apply_override(config, "dstrain.data.type=synthetic");
+  CHECK(config.at("dstrain") == json({{"model", {{"n_layer", 4}}}, {"data", {{"type", "synthetic"}}}}));
+}
