@@ -6,6 +6,7 @@
 #include "dstrain/comm/distributed.hpp"
 #include "model_commands.hpp"
 #include "schedule_command.hpp"
+#include "tokenize_exec.hpp"
 #include "train_command.hpp"
 
 int main(int argc, char** argv) {
@@ -13,9 +14,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   ds::app::TrainOptions train;
   ds::app::add_train_options(app, train);
+  ds::app::add_progress_option(app, train.progress);
   add_schedule_command(app);
   ds::app::add_estimate_command(app);
   ds::app::add_export_command(app);
+  ds::app::add_tokenize_command(app);
   // Subcommands run inside parse(); their errors end the command with the message.
   try {
     app.parse(argc, argv);

@@ -53,7 +53,7 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, con
   CheckpointSchedule checkpoints(
       {options.save_dir.empty() ? "" : engine.checkpoint_dir(options.save_dir), options.save_interval, options.keep_last});
 
-  TrainReport report(*world, baseline_rss, options.metrics_path, steps, config.training().steps_per_print,
+  TrainReport report(*world, baseline_rss, options.metrics_path, options.progress, steps, config.training().steps_per_print,
                      model_config.block_size);
   log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, in ",
             engine.grid().stages(), " pipeline stages x ", engine.grid().replicas(), " replicas, ",

@@ -173,7 +173,7 @@ int run_training(const TrainOptions& options) {
   const int world_size = world->world_size();
   const int gas = engine->gradient_accumulation_steps();
   const int micro = engine->train_micro_batch_size_per_gpu();
-  TrainReport report(*world, baseline_rss, options.metrics_path, steps, config.training().steps_per_print, model_config.block_size);
+  TrainReport report(*world, baseline_rss, options.metrics_path, options.progress, steps, config.training().steps_per_print, model_config.block_size);
   log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, ",
             model->parameters().size(), " tensors; training ", steps, " steps");
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "progress.hpp"
+
 namespace ds {
 class CheckpointSchedule;
 class EngineCore;
@@ -28,6 +30,7 @@ struct TrainOptions {
   bool resume = false;
   std::string tag;  // with --resume: this tag (in every stage); empty: the newest complete one
   std::string metrics_path;
+  ProgressMode progress = ProgressMode::Auto;  // --progress: the bar (progress.hpp)
   std::vector<std::string> overrides;  // "a.b.c=value" (value parsed as JSON, else a string)
   double comm_timeout_seconds = 1800;  // any wait in communication longer than this ends the job
   std::string preempt_signals = "TERM,USR1";  // save and exit on these (preemption.hpp); "none"

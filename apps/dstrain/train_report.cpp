@@ -1,10 +1,10 @@
 #include "train_report.hpp"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -18,27 +18,18 @@
 namespace ds::app {
 namespace {
 
-void progress_bar(int64_t step, int64_t total, double loss) {
-  const int width = 30;
-  const int filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
-  std::printf("\r[%.*s%*s] %lld/%lld loss %.4f", filled, "##############################", width - filled, "",
-              static_cast<long long>(step), static_cast<long long>(total), loss);
-  if (step == total) std::printf("\n");
-  std::fflush(stdout);
-}
-
 double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
 
 }  // namespace
 
 TrainReport::TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path,
-                         int64_t steps, int steps_per_print, int64_t block_size)
+                         ProgressMode progress, int64_t steps, int steps_per_print, int64_t block_size)
     : world_(world),
       baseline_rss_bytes_(baseline_rss_bytes),
       steps_(steps),
       print_every_(std::max(1, steps_per_print)),
       block_size_(block_size),
-      interactive_(world.rank() == 0 && ::isatty(STDOUT_FILENO)),
+      interactive_(world.rank() == 0 && draws_progress(progress)),
       metrics_path_(metrics_path) {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -91,7 +82,14 @@ void TrainReport::step(const StepFigures& f) {
           .with_path(metrics_path_)
           .with_errno(errno);
   }
-  if (interactive_) progress_bar(f.step, steps_, f.loss);
+  // The step's own time counts, so the first rate is already a measured one.
+  if (!bar_)
+    bar_.emplace(f.step - 1, steps_, "steps",
+                 std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(f.seconds)));
+  char loss_text[32];
+  std::snprintf(loss_text, sizeof loss_text, "loss %.4f", f.loss);
+  if (interactive_) bar_->draw(f.step, loss_text);
   if (f.step % print_every_ == 0 || f.step == steps_) {
     char text[384];
     std::snprintf(text, sizeof text,
@@ -99,7 +97,7 @@ void TrainReport::step(const StepFigures& f) {
                   "optim %.1f) | peak rss %.0f MB",
                   static_cast<long long>(f.step), f.loss, f.lr, samples_per_sec, f.bytes.total() / 1e6,
                   f.bytes.parameters / 1e6, f.bytes.gradients / 1e6, f.bytes.optimizer / 1e6, peak_rss_mb);
-    if (interactive_) std::printf("\n");
+    if (interactive_) bar_->finish();
     if (f.swap.read_bytes + f.swap.write_bytes > 0) {
       // Bytes over the time the transfers were in flight: the rate the disk delivered to them.
       const size_t used = std::strlen(text);
@@ -108,7 +106,17 @@ void TrainReport::step(const StepFigures& f) {
                     f.swap.write_seconds > 0 ? f.swap.write_bytes / f.swap.write_seconds / 1e9 : 0.0,
                     f.swap.wait_seconds);
     }
+    if (f.step < steps_) {
+      const size_t used = std::strlen(text);
+      std::snprintf(text + used, sizeof text - used, " | ETA %s", bar_->time_left(f.step).c_str());
+    }
     log::info(text);
+  }
+  if (f.step == steps_) {
+    char final_line[96];
+    std::snprintf(final_line, sizeof final_line, "final training loss %.4f after %lld steps", f.loss,
+                  static_cast<long long>(f.step));
+    log::info(final_line);
   }
 }
 

@@ -1,6 +1,7 @@
 // What the trainer reports after each optimizer step, the same for data-parallel and pipeline
-// training: one JSON line per step in --metrics (rank 0), a progress bar when rank 0 writes to a
-// terminal, and a log line every steps_per_print steps and at the last. Memory figures are the
+// training: one JSON line per step in --metrics (rank 0), a progress bar with rate and ETA when the
+// user watches a terminal (progress.hpp), a log line every steps_per_print steps and at the last
+// (with the ETA), and the final training loss. Memory figures are the
 // largest over the ranks (step() is collective): peak RSS (VmHWM), the RSS each rank had before the
 // model existed (the baseline: LibTorch, MPI, the program) and the activation bytes of a forward.
 // The NVMe swap figures are rank 0's (docs/offload.md), and so are the CPU seconds, user and
@@ -15,6 +16,7 @@
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/engine/engine.hpp"
+#include "progress.hpp"
 
 namespace ds::app {
 
@@ -35,9 +37,9 @@ class TrainReport {
  public:
   // metrics_path: "" for none. Throws ds::Error when rank 0 cannot open it, and step() when a line
   // cannot be written. baseline_rss_bytes:
-  // this rank's RSS before the model was built.
-  TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path, int64_t steps,
-              int steps_per_print, int64_t block_size);
+  // this rank's RSS before the model was built. progress: whether rank 0 draws the bar.
+  TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path, ProgressMode progress,
+              int64_t steps, int steps_per_print, int64_t block_size);
 
   void step(const StepFigures& figures);
 
@@ -50,6 +52,7 @@ class TrainReport {
   double cpu_user_seconds_ = 0;    // this process's CPU time at the end of the previous step
   double cpu_system_seconds_ = 0;
   bool interactive_;
+  std::optional<ProgressBar> bar_;  // from the first step this run reports (a resumed run starts late)
   std::ofstream metrics_;
   std::string metrics_path_;
 };
