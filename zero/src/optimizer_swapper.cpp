@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dstrain/io/crc32c.hpp"
+#include "dstrain/io/preallocate.hpp"
+#include "dstrain/io/swap_check.hpp"
 #include "dstrain/io/swap_preflight.hpp"
 #include "dstrain/io/swap_units.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -54,20 +57,38 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
       if (options_.gradients) groups_[i].gradients = slot.back();
     }
     if (options_.gradients) {
-      page_numel_ = std::min(kGradientPageNumel, padded(numel));
+      // Pages never straddle sub-groups: a sub-group's gradient is read as whole pages, each
+      // checked before the sub-group is handed out.
+      page_numel_ = std::min(std::min(kGradientPageNumel, padded(numel)), group_numel_);
+      pages_per_group_ = (group_numel_ + page_numel_ - 1) / page_numel_;
       for (int p = 0; p < kGradientPages; ++p)
         pages_.push_back({static_cast<float*>(buffers_.allocate(page_numel_ * sizeof(float)))});
     }
     reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
     writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
-    // Every file written whole once, from a zeroed buffer: the space is taken now, and the files
-    // hold the optimizer's initial zeros.
+    // Every file's space is taken now, and the files hold the optimizer's initial zeros: reserved
+    // blocks read as zeros; where the file system cannot reserve, the zeros are written.
     std::vector<std::string> paths;
     for (size_t k = 0; k < options_.names.size(); ++k) paths.push_back(path_of(k));
     if (options_.gradients) paths.push_back(gradient_path());
-    for (const std::string& path : paths)
-      for (const SubGroup& g : groups_) writer_->async_pwrite(slots_[0][0], padded(g.numel) * sizeof(float), path, g.offset * sizeof(float));
+    bool reserved = true;
+    for (const std::string& path : paths) reserved = io::preallocate(path, padded(numel) * sizeof(float)) && reserved;
+    written_crc_.assign(paths.size(), std::vector<uint32_t>(groups_.size()));
+    unchecked_.assign(paths.size(), std::vector<bool>(groups_.size(), false));
+    read_crc_.assign(paths.size(), 0);
+    std::fill(slots_[0][0], slots_[0][0] + group_numel_, 0.0f);
+    for (size_t f = 0; f < paths.size(); ++f)
+      for (size_t i = 0; i < groups_.size(); ++i) {
+        const int64_t bytes = padded(groups_[i].numel) * sizeof(float);
+        if (reserved)
+          written_crc_[f][i] = io::crc32c_of_zeros(bytes);
+        else
+          writer_->async_pwrite(slots_[0][0], bytes, paths[f], groups_[i].offset * sizeof(float), &written_crc_[f][i]);
+      }
     writer_->wait();
+    if (options_.gradients)
+      for (int64_t page = 0; page < sub_groups() * pages_per_group_; ++page)
+        page_crc_.push_back(io::crc32c_of_zeros(padded(page_valid(page)) * sizeof(float)));
   } catch (...) {
     writer_.reset();
     reader_.reset();
@@ -110,11 +131,26 @@ int64_t OptimizerSwapper::file_bytes() const {
   return files * padded(options_.shard_numel) * sizeof(float);
 }
 
+std::string OptimizerSwapper::block_name(size_t file, int64_t i) const {
+  const SubGroup& g = groups_[i];
+  return "sub-group " + std::to_string(i) + " (shard elements " + std::to_string(g.offset) + ".." +
+         std::to_string(g.offset + g.numel) + ") of " + (file < options_.names.size() ? options_.names[file] : "gradients");
+}
+
 void OptimizerSwapper::queue_reads(int64_t i) {
   const SubGroup& g = groups_[i];
   for (size_t k = 0; k < options_.names.size(); ++k)
-    reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
-  if (g.gradients) reader_->async_pread(g.gradients, padded(g.numel) * sizeof(float), gradient_path(), g.offset * sizeof(float));
+    reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float), &read_crc_[k]);
+  if (g.gradients) {
+    // Cut at the gradient's page boundaries, so that each piece is checked against its page.
+    page_read_crc_.assign(pages_per_group_, 0);
+    for (int64_t k = 0; k < pages_per_group_; ++k) {
+      const int64_t page = i * pages_per_group_ + k;
+      if (page_valid(page) > 0)
+        reader_->async_pread(g.gradients + k * page_numel_, padded(page_valid(page)) * sizeof(float), gradient_path(),
+                             page_begin(page) * sizeof(float), &page_read_crc_[k]);
+    }
+  }
   reading_ = i;
   const int64_t files = static_cast<int64_t>(options_.names.size()) + (g.gradients ? 1 : 0);
   stats_.read_bytes += files * padded(g.numel) * sizeof(float);
@@ -122,8 +158,52 @@ void OptimizerSwapper::queue_reads(int64_t i) {
 
 void OptimizerSwapper::wait_reads() {
   if (reading_ < 0) return;
-  stats_.read_seconds += io::wait_counted(*reader_, stats_);
+  const int64_t i = reading_;
   reading_ = -1;
+  const SubGroup& g = groups_[i];
+  try {
+    stats_.read_seconds += io::wait_counted(*reader_, stats_);
+  } catch (const Error& e) {
+    throw io::naming_block(e, "sub-group " + std::to_string(i) + " (shard elements " + std::to_string(g.offset) + ".." +
+                                  std::to_string(g.offset + g.numel) + ")")
+        .with_rank(options_.rank);
+  }
+  for (size_t k = 0; k < options_.names.size(); ++k) {
+    if (unchecked_[k][i]) {
+      written_crc_[k][i] = read_crc_[k];
+      unchecked_[k][i] = false;
+      continue;
+    }
+    io::check_swap_block(written_crc_[k][i], read_crc_[k], path_of(k), g.offset * static_cast<int64_t>(sizeof(float)),
+                         padded(g.numel) * static_cast<int64_t>(sizeof(float)), block_name(k, i), options_.rank);
+  }
+  if (g.gradients)
+    for (int64_t k = 0; k < pages_per_group_; ++k) {
+      const int64_t page = i * pages_per_group_ + k;
+      if (page_valid(page) > 0)
+        io::check_swap_block(page_crc_[page], page_read_crc_[k], gradient_path(), page_begin(page) * static_cast<int64_t>(sizeof(float)),
+                             padded(page_valid(page)) * static_cast<int64_t>(sizeof(float)), page_name(page), options_.rank);
+    }
+}
+
+int64_t OptimizerSwapper::page_of(int64_t offset) const {
+  const int64_t group = offset / group_numel_;
+  return group * pages_per_group_ + (offset - group * group_numel_) / page_numel_;
+}
+
+int64_t OptimizerSwapper::page_begin(int64_t page) const {
+  return page / pages_per_group_ * group_numel_ + page % pages_per_group_ * page_numel_;
+}
+
+int64_t OptimizerSwapper::page_valid(int64_t page) const {
+  const int64_t begin = page_begin(page);
+  const int64_t group_end = (page / pages_per_group_ + 1) * group_numel_;
+  return std::max<int64_t>(0, std::min({page_numel_, group_end - begin, options_.shard_numel - begin}));
+}
+
+std::string OptimizerSwapper::page_name(int64_t page) const {
+  return "gradient page " + std::to_string(page) + " (shard elements " + std::to_string(page_begin(page)) + ".." +
+         std::to_string(page_begin(page) + page_valid(page)) + ", sub-group " + std::to_string(page / pages_per_group_) + ")";
 }
 
 void OptimizerSwapper::wait_writes() {
@@ -150,7 +230,8 @@ void OptimizerSwapper::swap_out(int64_t i) {
   wait_writes();
   const SubGroup& g = groups_[i];
   for (size_t k = 0; k < options_.names.size(); ++k)
-    writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float));
+    writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
+                          &written_crc_[k][i]);
   writing_ = i;
   stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
   if (!options_.pipeline_write) wait_writes();
@@ -176,8 +257,8 @@ OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool 
   if (page == pages_.end())
     throw Error("offload_optimizer: more than " + std::to_string(pages_.size()) +
                 " gradient pages partly staged at once (the reducer's ranges are expected in shard order)");
-  const int64_t begin = index * page_numel_;
-  const int64_t valid = std::min(page_numel_, options_.shard_numel - begin);
+  const int64_t begin = page_begin(index);
+  const int64_t valid = page_valid(index);
   page->index = index;
   page->missing = valid;
   if (overwrite) {
@@ -186,7 +267,15 @@ OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool 
   } else {
     // Blocking: the time waited is the time the read was in flight.
     const double start = io::now();
-    reader_->sync_pread(page->buffer, padded(valid) * sizeof(float), gradient_path(), begin * sizeof(float));
+    const std::string block = page_name(index);
+    uint32_t crc = 0;
+    try {
+      reader_->sync_pread(page->buffer, padded(valid) * sizeof(float), gradient_path(), begin * sizeof(float), &crc);
+    } catch (const Error& e) {
+      throw io::naming_block(e, block).with_rank(options_.rank);
+    }
+    io::check_swap_block(page_crc_[index], crc, gradient_path(), begin * static_cast<int64_t>(sizeof(float)),
+                         padded(valid) * static_cast<int64_t>(sizeof(float)), block, options_.rank);
     const double seconds = io::now() - start;
     stats_.read_bytes += padded(valid) * sizeof(float);
     stats_.read_seconds += seconds;
@@ -197,9 +286,9 @@ OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool 
 
 void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite) {
   while (count > 0) {
-    const int64_t index = offset / page_numel_;
-    const int64_t at = offset - index * page_numel_;
-    const int64_t n = std::min(count, page_numel_ - at);
+    const int64_t index = page_of(offset);
+    const int64_t at = offset - page_begin(index);
+    const int64_t n = std::min(count, page_valid(index) - at);
     GradientPage& page = open_page(index, overwrite);
     float* dst = page.buffer + at;
     if (overwrite) {
@@ -210,8 +299,9 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
     gradient_sum_of_squares_ += options_.sum_of_squares(dst, n);
     page.missing -= n;
     if (page.missing == 0) {
-      const int64_t valid = std::min(page_numel_, options_.shard_numel - index * page_numel_);
-      writer_->async_pwrite(page.buffer, padded(valid) * sizeof(float), gradient_path(), index * page_numel_ * sizeof(float));
+      const int64_t valid = page_valid(index);
+      writer_->async_pwrite(page.buffer, padded(valid) * sizeof(float), gradient_path(), page_begin(index) * sizeof(float),
+                            &page_crc_[index]);
       page.writing = true;
       page_writes_queued_ = true;
       stats_.write_bytes += padded(valid) * sizeof(float);
@@ -247,11 +337,14 @@ void OptimizerSwapper::read_gradients(int64_t offset, float* dst, int64_t count)
 
 void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64_t, float*)>& produce) {
   float* buffer = slots_[0][0];
-  for (const SubGroup& g : groups_) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const SubGroup& g = groups_[i];
     // The padding past the shard's end stays zero, as the files started.
     std::fill(buffer, buffer + padded(g.numel), 0.0f);
     produce(g.offset, g.numel, buffer);
-    writer_->sync_pwrite(buffer, padded(g.numel) * sizeof(float), path_of(name), g.offset * sizeof(float));
+    writer_->sync_pwrite(buffer, padded(g.numel) * sizeof(float), path_of(name), g.offset * sizeof(float),
+                         &written_crc_.at(name)[i]);
+    unchecked_[name][i] = false;
   }
 }
 
@@ -260,7 +353,10 @@ void OptimizerSwapper::read(size_t name, int64_t offset, float* dst, int64_t cou
 }
 
 void OptimizerSwapper::write(size_t name, int64_t offset, const float* src, int64_t count) {
-  if (count > 0) writer_->sync_pwrite(src, count * sizeof(float), path_of(name), offset * sizeof(float));
+  if (count <= 0) return;
+  writer_->sync_pwrite(src, count * sizeof(float), path_of(name), offset * sizeof(float));
+  // Part of a sub-group changed: its checksum is taken again when a step next reads it.
+  for (int64_t i = offset / group_numel_; i <= (offset + count - 1) / group_numel_; ++i) unchecked_.at(name).at(i) = true;
 }
 
 io::SwapStats OptimizerSwapper::take_stats() {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dstrain/io/preallocate.hpp"
+#include "dstrain/io/swap_check.hpp"
 #include "dstrain/io/swap_preflight.hpp"
 #include "dstrain/io/swap_units.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -21,6 +23,8 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
   file_offset_.assign(n, -1);
   resident_.resize(n);
   buffer_of_.assign(n, -1);
+  written_crc_.assign(n, 0);
+  stored_.assign(n, false);
   // The first chunks in shard order stay in memory up to max_in_cpu elements; the rest go to the
   // file, each at a 4096-aligned offset.
   int64_t largest = 0;
@@ -60,6 +64,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
         buffers_.push_back({static_cast<float*>(memory_.allocate(buffer_numel_ * sizeof(float)))});
       reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
       writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
+      io::preallocate(path(), file_bytes_);
     }
   } catch (...) {
     reader_.reset();
@@ -119,15 +124,23 @@ int ParamSwapper::take_buffer(bool may_wait_writes) {
   return b;
 }
 
+std::string ParamSwapper::chunk_name(size_t i) const {
+  return "parameter " + std::to_string(i) + "'s chunk (" + std::to_string(options_.chunks[i].numel) +
+         " elements at shard offset " + std::to_string(options_.chunks[i].shard_offset) + ")";
+}
+
 bool ParamSwapper::read_ahead(size_t i) {
   if (!swapped(i) || buffer_of_[i] >= 0) return true;
+  if (!stored_[i])
+    throw Error("offload_param: " + chunk_name(i) + " is read before it was ever stored").with_path(path()).with_rank(options_.rank);
   wait_writes();  // a chunk is never read while its new values are being written
   int b = -1;
   for (size_t k = 0; k < buffers_.size() && b < 0; ++k)
     if (buffers_[k].state == State::Free) b = static_cast<int>(k);
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
-  reader_->async_pread(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
+  reader_->async_pread(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
+  buffer.checked = false;
   reads_queued_ = true;
   stats_.read_bytes += padded(i) * sizeof(float);
   buffer.state = State::Reading;
@@ -206,7 +219,8 @@ void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_
     if (buffer.staged < chunk.numel) continue;
     // Whole: out O_DIRECT, padding zeroed so the file's bytes do not depend on the buffer's past.
     std::fill(buffer.data + chunk.numel, buffer.data + padded(i), 0.0f);
-    writer_->async_pwrite(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i]);
+    writer_->async_pwrite(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i], &written_crc_[i]);
+    stored_[i] = true;
     writes_queued_ = true;
     stats_.write_bytes += padded(i) * sizeof(float);
     buffer.state = State::Writing;
@@ -223,8 +237,24 @@ void ParamSwapper::finish_writes() {
 
 void ParamSwapper::wait_reads() {
   if (!reads_queued_) return;
-  stats_.read_seconds += io::wait_counted(*reader_, stats_);
   reads_queued_ = false;
+  try {
+    stats_.read_seconds += io::wait_counted(*reader_, stats_);
+  } catch (const Error& e) {
+    // The failed read's offset says whose chunk it was.
+    std::string whose = "parameter chunk";
+    for (size_t i = 0; i < file_offset_.size() && e.offset(); ++i)
+      if (swapped(i) && *e.offset() >= file_offset_[i] && *e.offset() < file_offset_[i] + padded(i) * static_cast<int64_t>(sizeof(float)))
+        whose = chunk_name(i);
+    throw io::naming_block(e, whose).with_rank(options_.rank);
+  }
+  for (Buffer& buffer : buffers_)
+    if (buffer.state == State::Reading && !buffer.checked) {
+      const size_t i = buffer.param;
+      io::check_swap_block(written_crc_[i], buffer.read_crc, path(), file_offset_[i],
+                           padded(i) * static_cast<int64_t>(sizeof(float)), chunk_name(i), options_.rank);
+      buffer.checked = true;
+    }
 }
 
 void ParamSwapper::wait_writes() {

@@ -24,6 +24,14 @@
 // (write_gradients), are staged in a few locked pages and go out O_DIRECT a page at a time once a
 // page is complete; swap_in reads the sub-group's gradient with its state (SubGroup::gradients)
 // and swap_out never writes it back.
+//
+// Every block written (a sub-group of each file, a page of the gradient's) leaves its CRC-32C in
+// memory (computed by the handle's workers, io/raw_aio_handle.hpp), and every read of it in the
+// step is checked against it: bytes that differ (the file overwritten, or truncated and written
+// past) or a read past the end of a truncated file are a ds::Error naming the file, the offset and
+// the sub-group or page. The files are scratch, made new each run: nothing is kept on disk.
+// Synchronous read()/read_gradients() of arbitrary ranges (checkpoints, the master's export) are
+// not checked; a sub-group that write() changed is checked again once a step has read it back.
 #pragma once
 
 #include <cstdint>
@@ -119,7 +127,8 @@ class OptimizerSwapper {
 
  private:
   // A page of the gradient file being staged: page `index` covers shard elements
-  // [index * page_numel_, + page_numel_) (the last one fewer).
+  // [page_begin(index), + page_valid(index)): sub-group by sub-group, page_numel_ elements at a
+  // time (a sub-group's last page fewer).
   struct GradientPage {
     float* buffer = nullptr;
     int64_t index = -1;    // -1: free
@@ -129,7 +138,13 @@ class OptimizerSwapper {
 
   int64_t padded(int64_t numel) const;
   void queue_reads(int64_t i);
+  // Waits for the reads queued by queue_reads and checks every block read against its checksum.
   void wait_reads();
+  std::string block_name(size_t file, int64_t i) const;
+  int64_t page_of(int64_t offset) const;  // the page holding shard element `offset`
+  int64_t page_begin(int64_t page) const;
+  int64_t page_valid(int64_t page) const;  // shard elements in the page (0 past the shard's end)
+  std::string page_name(int64_t page) const;
   void wait_writes();
   GradientPage& open_page(int64_t index, bool overwrite);
   void wait_gradient_writes();
@@ -142,6 +157,16 @@ class OptimizerSwapper {
   std::vector<std::vector<float*>> slots_;  // sub-group i uses slot i % slots_.size()
   std::unique_ptr<io::RawAioHandle> reader_;
   std::unique_ptr<io::RawAioHandle> writer_;
+  // Per file (names, then the gradient), per sub-group: the CRC-32C of its last write. Sub-groups
+  // that write() changed are unchecked until a step's read has taken their new checksum.
+  std::vector<std::vector<uint32_t>> written_crc_;
+  std::vector<std::vector<bool>> unchecked_;
+  std::vector<uint32_t> read_crc_;  // per file, of the sub-group being read
+  // The gradient file: per page, the CRC-32C of its last write; a sub-group's gradient is read a
+  // page at a time (page_read_crc_: of the sub-group being read, per page of it).
+  std::vector<uint32_t> page_crc_;
+  std::vector<uint32_t> page_read_crc_;
+  int64_t pages_per_group_ = 0;
   int64_t reading_ = -1;  // the sub-group whose reads are queued, -1 for none
   int64_t writing_ = -1;  // the sub-group whose writes are queued, -1 for none
   std::vector<GradientPage> pages_;

@@ -17,6 +17,11 @@
 //
 // Buffers are as large as the largest swapped chunk (rounded up to 1024 elements); buffer_size is
 // DeepSpeed's upper bound on that. Torch-free: raw fp32 pointers, one thread.
+//
+// The file is preallocated at construction. Each chunk's write leaves its CRC-32C in memory (the
+// handle's workers compute it) and each read is checked against it: other bytes (the file
+// overwritten, or truncated and written past) or a read past the end of a truncated file are a
+// ds::Error naming the file, the offset and the parameter; so is reading a chunk never stored.
 #pragma once
 
 #include <cstdint>
@@ -94,13 +99,17 @@ class ParamSwapper {
     size_t param = 0;
     int64_t staged = 0;  // Staging: elements of the chunk stored so far
     int64_t order = 0;   // Reading: when it was queued (the latest is given up first)
+    uint32_t read_crc = 0;  // Reading: the checksum of the bytes read, once waited for
+    bool checked = false;   // Reading: read_crc was checked
   };
 
   int64_t padded(size_t i) const;
   // A buffer for chunk i: a free one, else one whose writes have finished, else the latest
   // read-ahead; -1 when all are acquired or staging.
   int take_buffer(bool may_wait_writes);
+  // Waits for the queued reads and checks each against its chunk's checksum.
   void wait_reads();
+  std::string chunk_name(size_t i) const;
   void wait_writes();
 
   Options options_;
@@ -108,6 +117,8 @@ class ParamSwapper {
   std::vector<int64_t> file_offset_;          // per chunk: byte offset in the file, -1 if resident
   std::vector<std::vector<float>> resident_;  // per chunk: its values when resident
   std::vector<int> buffer_of_;                // per chunk: the buffer reading, holding or staging it
+  std::vector<uint32_t> written_crc_;         // per chunk: the CRC-32C of its last write
+  std::vector<bool> stored_;                  // per chunk: written at least once
   int64_t resident_numel_ = 0;
   int64_t buffer_numel_ = 0;
   int64_t file_bytes_ = 0;

@@ -1,0 +1,239 @@
+// The swappers against their own files changed behind their back, driven directly: every block read
+// back is checked against the CRC-32C of its write, so a file overwritten with other bytes, cut short
+// (a read past its end), or cut short and then written past (a hole that reads as zeros) is a
+// ds::Error naming the file, the offset and the sub-group, page or parameter, each time, at every
+// place it is done; untouched files train on without a false alarm. And the files are preallocated.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+#include "dstrain/zero/optimizer_swapper.hpp"
+#include "dstrain/zero/param_swapper.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using ds::zero::OptimizerSwapper;
+using ds::zero::ParamSwapper;
+
+struct Scratch {
+  std::string path = (fs::temp_directory_path() / ("dstrain_swap_integrity_" + std::to_string(::getpid()))).string();
+  Scratch() { fs::create_directories(path); }
+  ~Scratch() { ds::remove_tree(path); }
+};
+
+ds::io::AioSettings aio() { return ds::io::AioSettings{8192, 4, false, true, 2}; }
+
+ds::Error caught_error(const std::function<void()>& fn) {
+  std::optional<ds::Error> error;
+  try {
+    fn();
+  } catch (const ds::Error& e) {
+    error = e;
+  }
+  REQUIRE(error.has_value());
+  return *error;
+}
+
+void overwrite(const std::string& path, int64_t offset, int64_t bytes) {
+  std::vector<char> garbage(static_cast<size_t>(bytes), 0x5a);
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pwrite(fd, garbage.data(), garbage.size(), offset) == bytes);
+  ::close(fd);
+}
+
+int64_t allocated_bytes(const std::string& path) {
+  struct stat info {};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  return static_cast<int64_t>(info.st_blocks) * 512;
+}
+
+constexpr int64_t kShard = 5000;     // elements: sub-groups of 2048, 2048 and 904 (padded to 1024)
+constexpr int64_t kSubGroup = 2048;
+
+OptimizerSwapper::Options optimizer_options(const std::string& nvme) {
+  OptimizerSwapper::Options options;
+  options.nvme_path = nvme;
+  options.names = {"master", "exp_avg"};
+  options.shard_numel = kShard;
+  options.sub_group_size = kSubGroup;
+  options.buffer_count = 6;
+  options.pipeline_read = true;
+  options.gradients = true;
+  options.sum_of_squares = [](const float* v, int64_t n) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += double(v[i]) * v[i];
+    return sum;
+  };
+  options.aio = aio();
+  return options;
+}
+
+// One step as the engine runs it: gradients of the backward, then every sub-group swapped in,
+// changed (master += gradient, exp_avg += 1) and swapped out. Returns what the master must now hold.
+// `mid_step` runs between the backward and the optimizer's swap-ins.
+void step(OptimizerSwapper& swapper, std::vector<float>& master, std::vector<float>& exp_avg, float gradient,
+          const std::function<void()>& mid_step = [] {}) {
+  const std::vector<float> gradients(kShard, gradient);
+  swapper.write_gradients(gradients.data(), 0, kShard, true);
+  swapper.finish_gradients();
+  mid_step();
+  for (int64_t i = 0; i < swapper.sub_groups(); ++i) {
+    const OptimizerSwapper::SubGroup& g = swapper.swap_in(i);
+    for (int64_t j = 0; j < g.numel; ++j) {
+      REQUIRE(g.state[0][j] == master[g.offset + j]);
+      REQUIRE(g.state[1][j] == exp_avg[g.offset + j]);
+      REQUIRE(g.gradients[j] == gradient);
+      g.state[0][j] += g.gradients[j];
+      g.state[1][j] += 1;
+      master[g.offset + j] = g.state[0][j];
+      exp_avg[g.offset + j] = g.state[1][j];
+    }
+    swapper.swap_out(i);
+  }
+  swapper.finish_step();
+}
+
+}  // namespace
+
+TEST_CASE("optimizer swap files are preallocated and every block read back is checked", "[zero][swap]") {
+  Scratch scratch;
+  enum class Harm { Overwrite, Truncate, TruncateThenWritePast };
+  struct Case {
+    const char* name;
+    size_t file;        // 0 master, 1 exp_avg, 2 gradients
+    int64_t sub_group;  // whose bytes are harmed
+    Harm harm;
+  };
+  for (const Case& c : {Case{"master overwritten in sub-group 0", 0, 0, Harm::Overwrite},
+                        Case{"exp_avg overwritten in sub-group 2 (the ragged one)", 1, 2, Harm::Overwrite},
+                        Case{"gradients overwritten in sub-group 1", 2, 1, Harm::Overwrite},
+                        Case{"exp_avg cut to 4 KiB", 1, 0, Harm::Truncate},
+                        Case{"master cut to 4 KiB and written past", 0, 0, Harm::TruncateThenWritePast}}) {
+    DYNAMIC_SECTION(c.name) {
+      OptimizerSwapper swapper(optimizer_options(scratch.path));
+      const int64_t file_bytes = ds::io::round_up(kShard, 1024) * 4;
+      for (size_t k = 0; k < 2; ++k) CHECK(allocated_bytes(swapper.path_of(k)) >= file_bytes);
+      CHECK(allocated_bytes(swapper.gradient_path()) >= file_bytes);
+
+      std::vector<float> master(kShard), exp_avg(kShard, 0.0f);
+      swapper.fill(0, [&](int64_t offset, int64_t count, float* dst) {
+        for (int64_t j = 0; j < count; ++j) dst[j] = master[offset + j] = std::sin(float(offset + j));
+      });
+      step(swapper, master, exp_avg, 0.5f);  // untouched files: no false alarm
+      step(swapper, master, exp_avg, 0.25f);
+
+      const std::string victim = c.file < 2 ? swapper.path_of(c.file) : swapper.gradient_path();
+      const int64_t offset = c.sub_group * kSubGroup * 4;
+      auto harm = [&] {
+        if (c.harm == Harm::Overwrite) overwrite(victim, offset + 100, 16);
+        if (c.harm != Harm::Overwrite) REQUIRE(::truncate(victim.c_str(), 4096) == 0);
+        if (c.harm == Harm::TruncateThenWritePast) {
+          // The last sub-group written again: the file is long again, with a hole from 4 KiB on.
+          std::vector<float> last(kShard - 2 * kSubGroup, 1.0f);
+          swapper.write(0, 2 * kSubGroup, last.data(), kShard - 2 * kSubGroup);
+          REQUIRE(fs::file_size(victim) > static_cast<uintmax_t>(2 * kSubGroup * 4));
+        }
+      };
+      const ds::Error error = caught_error([&] { step(swapper, master, exp_avg, 0.125f, harm); });
+      INFO(error.what());
+      CHECK(error.path() == victim);
+      REQUIRE(error.offset().has_value());
+      if (c.harm == Harm::Truncate) {
+        CHECK_THAT(error.message(), Contains("read past end of file"));
+        CHECK_THAT(error.message(), Contains("sub-group 0"));
+        CHECK(*error.offset() >= 4096);
+      } else {
+        CHECK_THAT(error.message(), Contains("CRC-32C"));
+        CHECK_THAT(error.message(), Contains(c.file == 2 ? "gradient page" : "sub-group " + std::to_string(c.sub_group)));
+        CHECK(*error.offset() <= offset);
+        CHECK(*error.offset() + *error.length() > offset);
+      }
+    }
+  }
+}
+
+TEST_CASE("the parameter swap file is preallocated and every chunk read back is checked", "[zero][swap]") {
+  Scratch scratch;
+  const std::vector<ParamSwapper::Chunk> chunks = {{0, 3000}, {3000, 5000}, {8000, 100}};
+  auto make = [&] {
+    ParamSwapper::Options options;
+    options.nvme_path = scratch.path;
+    options.chunks = chunks;
+    options.buffer_count = 2;
+    options.buffer_size = 1 << 20;
+    options.max_in_cpu = 0;
+    options.aio = aio();
+    return std::make_unique<ParamSwapper>(std::move(options));
+  };
+  std::vector<float> values(8100);
+  for (size_t j = 0; j < values.size(); ++j) values[j] = std::cos(float(j));
+  auto store_all = [&](ParamSwapper& swapper) {
+    swapper.store_range(values.data(), 0, 4000);  // chunk 1 cut by the range's end
+    swapper.store_range(values.data() + 4000, 4000, 4100);
+    swapper.finish_writes();
+  };
+  auto gather = [&](ParamSwapper& swapper, size_t i) {
+    const float* chunk = swapper.acquire(i);
+    for (int64_t j = 0; j < chunks[i].numel; ++j) REQUIRE(chunk[j] == values[chunks[i].shard_offset + j]);
+    swapper.release(i);
+  };
+
+  SECTION("preallocated at construction; a chunk never stored is an error, not zeros") {
+    auto swapper = make();
+    CHECK(allocated_bytes(swapper->path()) >= swapper->file_bytes());
+    CHECK_THAT(caught_error([&] { swapper->acquire(1); }).message(), Contains("before it was ever stored"));
+  }
+  SECTION("untouched, every chunk reads back, read ahead or not") {
+    auto swapper = make();
+    store_all(*swapper);
+    for (int round = 0; round < 2; ++round) {
+      CHECK(swapper->read_ahead(2));
+      for (size_t i = 0; i < chunks.size(); ++i) gather(*swapper, i);
+    }
+  }
+  // Chunk 1 lives at file bytes [12288, 32768).
+  SECTION("a chunk overwritten") {
+    auto swapper = make();
+    store_all(*swapper);
+    overwrite(swapper->path(), 20000, 8);
+    const ds::Error error = caught_error([&] { gather(*swapper, 1); });
+    CHECK_THAT(error.message(), Contains("CRC-32C"));
+    CHECK_THAT(error.message(), Contains("parameter 1"));
+    CHECK(error.path() == swapper->path());
+    CHECK(error.offset() == 12288);
+  }
+  SECTION("the file cut to 4 KiB: a read past its end") {
+    auto swapper = make();
+    store_all(*swapper);
+    REQUIRE(::truncate(swapper->path().c_str(), 4096) == 0);
+    const ds::Error error = caught_error([&] { gather(*swapper, 1); });
+    CHECK_THAT(error.message(), Contains("read past end of file"));
+    CHECK_THAT(error.message(), Contains("parameter 1"));
+    CHECK(error.path() == swapper->path());
+  }
+  SECTION("the file cut to 4 KiB and written past: the hole reads as zeros") {
+    auto swapper = make();
+    store_all(*swapper);
+    REQUIRE(::truncate(swapper->path().c_str(), 4096) == 0);
+    swapper->store_range(values.data() + 8000, 8000, 100);  // chunk 2 only: the file is long again
+    swapper->finish_writes();
+    gather(*swapper, 2);
+    const ds::Error error = caught_error([&] { gather(*swapper, 1); });
+    CHECK_THAT(error.message(), Contains("CRC-32C"));
+    CHECK_THAT(error.message(), Contains("parameter 1"));
+    CHECK(error.offset() == 12288);
+  }
+}
