@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   ds::app::add_progress_option(app, train.progress);
   add_schedule_command(app);
   ds::app::add_estimate_command(app);
+  ds::app::add_plan_command(app);
   ds::app::add_export_command(app);
   ds::app::add_tokenize_command(app);
   // Subcommands run inside parse(); their errors end the command with the message.

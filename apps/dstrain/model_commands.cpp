@@ -9,6 +9,8 @@
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/estimate.hpp"
+#include "dstrain/engine/memory_budget.hpp"
+#include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/engine/checkpoint/export.hpp"
 #include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/models/gpt.hpp"
@@ -24,18 +26,23 @@ models::GPT build_gpt(const nlohmann::json& dstrain_block) {
   return models::GPT(models::GPTConfig::from_json(dstrain_block.value("model", nlohmann::json::object())));
 }
 
+// The built-in GPT's parameter sizes from the config's dstrain.model block; the model is never built.
+ModelShape gpt_shape_of(const Config& config) {
+  return gpt_shape(models::GPTConfig::from_json(config.dstrain_block().value("model", nlohmann::json::object())));
+}
+
+int64_t total_of(const std::vector<int64_t>& numels) {
+  int64_t total = 0;
+  for (int64_t numel : numels) total += numel;
+  return total;
+}
+
 void print_estimate(const std::string& config_path, int world) {
   Config config = Config::from_file(config_path);
-  models::GPT model = build_gpt(config.dstrain_block());
-  std::vector<int64_t> numels;
-  int64_t total = 0;
-  for (const at::Tensor& param : model->parameters()) {
-    numels.push_back(param.numel());
-    total += param.numel();
-  }
+  const std::vector<int64_t> numels = gpt_shape_of(config).numels;
   const auto estimates = estimate_model_state(numels, config, world);
   std::printf("model: GPT, %lld parameters in %zu tensors; %d ranks; %s; optimizer %s\n",
-              static_cast<long long>(total), numels.size(), world,
+              static_cast<long long>(total_of(numels)), numels.size(), world,
               config.bf16().enabled ? "bf16" : config.fp16().enabled ? "fp16" : "fp32",
               to_string(config.optimizer().type));
   std::printf("per-rank model-state bytes right after a step (MB) and the gradient peak during backward:\n");
@@ -46,6 +53,43 @@ void print_estimate(const std::string& config_path, int world) {
     std::printf("%-6d %12.2f %12.2f %12.2f %12.2f %10.3f %14.2f\n", e.stage, e.after_step.parameters / 1e6,
                 e.after_step.gradients / 1e6, e.after_step.optimizer / 1e6, e.after_step.total() / 1e6,
                 e.after_step.total() / base, e.peak_gradient_bytes / 1e6);
+}
+
+void print_plan(const std::string& config_path, int world, int ranks_per_node) {
+  Config config = Config::from_file(config_path);
+  config.resolve_batch(world);
+  const ModelShape shape = gpt_shape_of(config);
+  const MemoryBudget budget = memory_budget(config, ranks_per_node);
+  const MemoryPlan plan = plan_memory(config, shape, world, budget);
+  std::printf("model: GPT, %lld parameters in %zu tensors, d = %lld; %d ranks, %d on this node; ZeRO stage %d; %s; "
+              "optimizer %s; micro-batch %d\n",
+              static_cast<long long>(total_of(shape.numels)), shape.numels.size(), static_cast<long long>(shape.hidden),
+              world, ranks_per_node, plan.stage, config.bf16().enabled ? "bf16" : config.fp16().enabled ? "fp16" : "fp32",
+              to_string(config.optimizer().type), config.train_micro_batch_size_per_gpu());
+  for (const ChosenKnob& knob : plan.chosen)
+    std::printf("chosen: %s = %lld (%s)\n", knob.key.c_str(), static_cast<long long>(knob.value), knob.why.c_str());
+  if (plan.chosen.empty()) std::printf("chosen: nothing (every knob as configured)\n");
+  std::printf("per rank, MB:\n");
+  auto row = [](const char* what, int64_t bytes) { std::printf("  %-50s %10.1f\n", what, bytes / 1e6); };
+  row("model states: parameters (weights + fp32 master)", plan.model_state.parameters);
+  row("model states: gradients (fp32 shard)", plan.model_state.gradients);
+  row("model states: optimizer state", plan.model_state.optimizer);
+  row("buffers: whole gradients during backward", plan.backward_gradients);
+  row("buffers: reduce buckets", plan.reduce_buckets);
+  row("buffers: gathered parameters (stage 3)", plan.gathered_parameters);
+  row("buffers: refresh all-gather (stages 1-2)", plan.refresh_gather);
+  row("swap buffers: optimizer state (NVMe)", plan.optimizer_swap_buffers);
+  row("swap buffers: gradients (NVMe)", plan.gradient_swap_buffers);
+  row("swap buffers: parameters and max_in_cpu (NVMe)", plan.param_swap_memory);
+  row("activations (one micro-batch)", plan.activations);
+  row("process before the model", plan.baseline);
+  row("predicted peak", plan.peak());
+  row("checkpoint bucket (while saving, not in the peak)", plan.checkpoint_bucket);
+  if (plan.budget > 0)
+    std::printf("  %-50s %10.1f  (%s / %d ranks)\n", "budget", plan.budget / 1e6, plan.budget_source.c_str(),
+                budget.ranks_per_node);
+  else
+    std::printf("  %-50s %10s\n", "budget", "none known");
 }
 
 void export_checkpoint(const std::string& dir, const std::string& tag, const std::string& out) {
@@ -80,6 +124,18 @@ void add_estimate_command(CLI::App& app) {
   command->add_option("-c,--config", *config, "config with a dstrain.model block")->required()->check(CLI::ExistingFile);
   command->add_option("--world", *world, "data-parallel ranks")->check(CLI::PositiveNumber);
   command->callback([config, world] { print_estimate(*config, *world); });
+}
+
+void add_plan_command(CLI::App& app) {
+  auto* command = app.add_subcommand("plan", "print the memory plan per rank: every buffer, the predicted peak, the budget");
+  auto config = std::make_shared<std::string>();
+  auto world = std::make_shared<int>(1);
+  auto per_node = std::make_shared<int>(0);
+  command->add_option("-c,--config", *config, "config with a dstrain.model block")->required()->check(CLI::ExistingFile);
+  command->add_option("--world", *world, "data-parallel ranks")->check(CLI::PositiveNumber);
+  command->add_option("--ranks-per-node", *per_node, "ranks sharing this node's memory (default: all of --world)")
+      ->check(CLI::PositiveNumber);
+  command->callback([config, world, per_node] { print_plan(*config, *world, *per_node > 0 ? *per_node : *world); });
 }
 
 void add_export_command(CLI::App& app) {

@@ -1,4 +1,5 @@
-// `dstrain estimate` (model-state bytes per rank for each ZeRO stage) and `dstrain export`
+// `dstrain estimate` (model-state bytes per rank for each ZeRO stage), `dstrain plan` (the
+// memory plan per rank: every buffer, the predicted peak and the budget) and `dstrain export`
 // (a checkpoint's fp32 weights as a plain LibTorch file).
 #pragma once
 
@@ -7,6 +8,7 @@
 namespace ds::app {
 
 void add_estimate_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 
 }  // namespace ds::app

@@ -6,6 +6,7 @@
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/zero/buffer_sizes.hpp"
 
 namespace ds::zero {
 namespace {
@@ -36,15 +37,10 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayo
   bucket_of_.resize(params_.size());
   delivered_.assign(params_.size(), false);
 
-  // Buckets of consecutive parameters, built from the last one back: backward finishes the last
-  // parameters first, so the first bucket fills first.
-  for (size_t end = params_.size(); end > 0;) {
-    size_t first = end - 1;
-    int64_t numel = layout_.slot(first).chunk * layout_.partitions();
-    while (first > 0 && numel < bucket_numel) {
-      --first;
-      numel += layout_.slot(first).chunk * layout_.partitions();
-    }
+  // Buckets of consecutive parameters, the last parameters' first (zero/buffer_sizes.hpp).
+  std::vector<int64_t> packed_numels;
+  for (size_t i = 0; i < params_.size(); ++i) packed_numels.push_back(layout_.slot(i).chunk * layout_.partitions());
+  for (const BucketRange& range : reduce_buckets(packed_numels, bucket_numel)) {
     Bucket bucket;
     bucket.first_param = first;
     bucket.last_param = end - 1;

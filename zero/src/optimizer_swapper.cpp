@@ -11,26 +11,22 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
+#include "dstrain/zero/buffer_sizes.hpp"
 
 namespace ds::zero {
 namespace {
 
 constexpr const char* kKey = "zero_optimization.offload_optimizer";
-// The gradient's staging pages: 4 MiB each (a few large O_DIRECT writes per bucket), and enough of
-// them that pages keep being filled while earlier ones are written.
-constexpr int64_t kGradientPageNumel = int64_t{1} << 20;
-constexpr int kGradientPages = 4;
 
 }  // namespace
 
 OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options)) {
   const int64_t numel = options_.shard_numel;
-  const int64_t size = options_.sub_group_size;
-  group_numel_ = io::round_up(std::max<int64_t>(1, size <= 0 || size > numel ? numel : size), io::kAlignElements);
+  group_numel_ = optimizer_sub_group_numel(numel, options_.sub_group_size);
   for (int64_t offset = 0; offset < numel; offset += group_numel_)
     groups_.push_back({offset, std::min(group_numel_, numel - offset), {}});
 
-  const int slots = 1 + (options_.pipeline_read ? 1 : 0) + (options_.pipeline_write ? 1 : 0);
+  const int slots = optimizer_swap_slots(options_.pipeline_read, options_.pipeline_write);
   const int files = static_cast<int>(options_.names.size()) + (options_.gradients ? 1 : 0);
   const int needed = slots * files;
   if (options_.buffer_count < needed)
@@ -59,7 +55,7 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
     if (options_.gradients) {
       // Pages never straddle sub-groups: a sub-group's gradient is read as whole pages, each
       // checked before the sub-group is handed out.
-      page_numel_ = std::min(std::min(kGradientPageNumel, padded(numel)), group_numel_);
+      page_numel_ = std::min(gradient_page_numel(numel), group_numel_);
       pages_per_group_ = (group_numel_ + page_numel_ - 1) / page_numel_;
       for (int p = 0; p < kGradientPages; ++p)
         pages_.push_back({static_cast<float*>(buffers_.allocate(page_numel_ * sizeof(float)))});

@@ -10,6 +10,7 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
+#include "dstrain/zero/buffer_sizes.hpp"
 
 namespace ds::zero {
 namespace {
@@ -27,8 +28,11 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
   stored_.assign(n, false);
   // The first chunks in shard order stay in memory up to max_in_cpu elements; the rest go to the
   // file, each at a 4096-aligned offset.
-  int64_t largest = 0;
-  size_t largest_at = 0;
+  std::vector<int64_t> chunk_numels;
+  for (const Chunk& chunk : options_.chunks) chunk_numels.push_back(chunk.numel);
+  const ParamSwapSizes sizes = param_swap_sizes(chunk_numels, options_.max_in_cpu);
+  const int64_t largest = sizes.largest_swapped;
+  const size_t largest_at = sizes.largest_swapped_at;
   for (size_t i = 0; i < n; ++i) {
     const int64_t numel = options_.chunks[i].numel;
     if (file_bytes_ == 0 && resident_numel_ + numel <= options_.max_in_cpu) {
@@ -53,7 +57,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
                   "ahead of the gathers): set buffer_count to 1 or more (DeepSpeed's default is 5)")
           .with_key(std::string(kKey) + ".buffer_count")
           .with_rank(options_.rank);
-    buffer_numel_ = io::round_up(largest, io::kAlignElements);
+    buffer_numel_ = sizes.buffer_numel;
   }
 
   folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-param-rank" + std::to_string(options_.rank),

@@ -33,6 +33,7 @@
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/io/shard_file.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -164,9 +165,7 @@ void check_compatible(const ckpt::CheckpointIndex& index, const std::string& pat
 }  // namespace
 
 int64_t EngineCore::checkpoint_bucket_bytes() const {
-  // One reduce bucket of fp32, capped: DeepSpeed's default bucket (5e8 elements) is far more than
-  // streaming a file needs.
-  return std::clamp<int64_t>(config_.zero_optimization().reduce_bucket_size * int64_t{4}, 4096, int64_t{64} << 20);
+  return ds::checkpoint_bucket_bytes(config_.zero_optimization().reduce_bucket_size);
 }
 
 at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {

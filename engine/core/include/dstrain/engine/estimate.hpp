@@ -1,6 +1,7 @@
 // What each ZeRO stage holds per rank, computed from parameter sizes alone: the same accounting
-// as EngineCore::model_state_bytes() right after an optimizer step. During backward, stages 0 and 1
-// also hold every parameter's gradient in the model dtype (peak_gradient_bytes).
+// as EngineCore::model_state_bytes() right after an optimizer step, taken from ds::MemoryPlan
+// (memory_plan.hpp), which sizes every buffer. During backward, stages 0 and 1 accumulating over
+// micro-steps also hold every parameter's gradient in the model dtype (peak_gradient_bytes).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,416 @@
+#include "dstrain/engine/memory_plan.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "dstrain/comm/backend.hpp"
+#include "dstrain/engine/models/activation_checkpointing.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/runtime/rank_env.hpp"
+#include "dstrain/zero/buffer_sizes.hpp"
+
+namespace ds {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t model_dtype_bytes(const Config& config) { return config.bf16().enabled || config.fp16().enabled ? 2 : 4; }
+
+// The optimizer's shard-shaped state tensors: SGD's momentum; Adam's (and the others') two moments.
+int64_t optimizer_state_tensors(const OptimizerConfig& optimizer) {
+  return optimizer.type == OptimizerType::SGD ? 1 : 2;
+}
+
+// Stages 1-2 refresh the weights from the master shard by all-gathering allgather_bucket_size
+// elements at a time, at most this many (EngineCore::refresh_model_range).
+constexpr int64_t kMaxRefreshGatherNumel = int64_t{4} << 20;
+
+// What the built-in GPT's forward keeps for backward, in elements: per block the LayerNorms'
+// inputs and outputs, q|k|v, the attention output and its projection, the MLP's 4C-wide input and
+// GELU output and the residuals, 16 B*T*C in all, plus the attention's B*H*T*T probabilities;
+// outside the blocks the embeddings and the last LayerNorm (3 B*T*C) and the logits with their
+// softmax (2 B*T*V). Checkpointed every k blocks, each segment keeps only its input and one
+// segment at a time is recomputed. Measured against the trainer's activation_mb (docs/zero.md).
+int64_t gpt_activation_elements(const models::GPTConfig& gpt, int64_t micro_batch, int checkpoint_interval) {
+  const int64_t btc = micro_batch * gpt.block_size * gpt.n_embd;
+  const int64_t block = 16 * btc + micro_batch * gpt.n_head * gpt.block_size * gpt.block_size;
+  const int64_t outside = 3 * btc + 2 * micro_batch * gpt.block_size * gpt.vocab_size;
+  if (checkpoint_interval <= 0) return gpt.n_layer * block + outside;
+  const int64_t k = std::min<int64_t>(checkpoint_interval, gpt.n_layer);
+  return ceil_div(gpt.n_layer, k) * btc + k * block + outside;
+}
+
+MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, const ZeroConfig& zero) {
+  MemoryPlan plan;
+  plan.stage = zero.stage;
+  plan.world = world;
+  plan.zero = zero;
+  const int64_t db = model_dtype_bytes(config);
+  const int64_t partitions = zero.stage >= 1 ? world : 1;
+  const bool nvme_optimizer = zero.offload_optimizer.device == OffloadDevice::Nvme && zero.stage >= 1;
+  // As the engine: under the pipeline engine the gradient shard stays in memory.
+  const bool nvme_gradients = nvme_optimizer && !config.pipeline().stages;
+  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme && zero.stage == 3;
+  const int64_t states = optimizer_state_tensors(config.optimizer());
+
+  std::vector<int64_t> chunks, packed;
+  int64_t shard = 0, whole = 0, persistent = 0, largest = 0;
+  std::vector<int64_t> partitioned;  // stage 3: the parameters gathered for each use
+  for (int64_t numel : shape.numels) {
+    const int64_t chunk = ceil_div(numel, partitions);
+    chunks.push_back(chunk);
+    packed.push_back(chunk * partitions);
+    shard += chunk;
+    whole += numel;
+    largest = std::max(largest, numel);
+    if (numel <= zero.stage3_param_persistence_threshold)
+      persistent += numel;
+    else
+      partitioned.push_back(numel);
+  }
+
+  ModelStateBytes& state = plan.model_state;
+  state.parameters = (nvme_optimizer ? 0 : 4 * shard) +
+                     (zero.stage == 3 ? (nvme_params ? 0 : db * shard) + db * persistent : db * whole);
+  state.gradients = nvme_gradients ? 0 : 4 * shard;
+  state.optimizer = nvme_optimizer ? 0 : 4 * shard * states;
+
+  // Stages 0-1 accumulating over micro-steps hold every whole gradient until the boundary;
+  // otherwise a gradient lives whole only until the reducer packs it.
+  plan.backward_gradients =
+      db * (zero.stage <= 1 && config.batch_resolved() && config.gradient_accumulation_steps() > 1 ? whole : largest);
+
+  // Reduced in place in the shard when there is one partition and no sink; otherwise each bucket
+  // packs into a buffer of its own, two in flight when overlapping (zero/buffer_sizes.hpp).
+  if (partitions > 1 || nvme_gradients) {
+    int64_t widest = 0;
+    const auto buckets = zero::reduce_buckets(packed, zero.reduce_bucket_size);
+    for (const zero::BucketRange& range : buckets) {
+      int64_t numel = 0;
+      for (size_t i = range.first; i <= range.last; ++i) numel += packed[i];
+      widest = std::max(widest, numel);
+    }
+    const int64_t in_flight = std::min<int64_t>(zero.overlap_comm ? 2 : 1, static_cast<int64_t>(buckets.size()));
+    plan.reduce_buckets = in_flight * 4 * (widest + (nvme_gradients ? widest / partitions : 0));
+  }
+
+  if (zero.stage == 3) {
+    // The module in use holds at most the two largest parameters whole (a GPT block's MLP); the
+    // prefetch adds up to stage3_prefetch_bucket_size more, of parameters that fit in it, while
+    // everything whole stays within stage3_max_live_parameters.
+    std::sort(partitioned.rbegin(), partitioned.rend());
+    int64_t in_use = 0;
+    for (size_t i = 0; i < std::min<size_t>(2, partitioned.size()); ++i) in_use += partitioned[i];
+    int64_t fitting = 0;
+    for (int64_t numel : partitioned)
+      if (numel <= zero.stage3_prefetch_bucket_size) fitting += numel;
+    const int64_t prefetch = std::max<int64_t>(
+        0, std::min({zero.stage3_prefetch_bucket_size, fitting, zero.stage3_max_live_parameters - in_use}));
+    plan.gathered_parameters = db * (in_use + prefetch);
+  } else if (partitions > 1) {
+    const int64_t width = std::max<int64_t>(1, std::min(zero.allgather_bucket_size, kMaxRefreshGatherNumel) / partitions);
+    plan.refresh_gather = db * (partitions + 1) * width;
+  }
+
+  if (nvme_optimizer) {
+    const int64_t group = zero::optimizer_sub_group_numel(shard, zero.sub_group_size);
+    const int64_t slots =
+        zero::optimizer_swap_slots(zero.offload_optimizer.pipeline_read, zero.offload_optimizer.pipeline_write);
+    plan.optimizer_swap_buffers = 4 * slots * group * (1 + states);
+    if (nvme_gradients)
+      plan.gradient_swap_buffers = 4 * (slots * group + zero::kGradientPages * zero::gradient_page_numel(shard));
+  }
+  if (nvme_params) {
+    const zero::ParamSwapSizes sizes = zero::param_swap_sizes(chunks, zero.offload_param.max_in_cpu);
+    plan.param_swap_memory =
+        4 * (sizes.resident_numel + (sizes.largest_swapped > 0 ? zero.offload_param.buffer_count * sizes.buffer_numel : 0));
+  }
+
+  if (shape.gpt && config.batch_resolved())
+    plan.activations = db * gpt_activation_elements(*shape.gpt, config.train_micro_batch_size_per_gpu(),
+                                                    activation_checkpoint_interval(config));
+  plan.checkpoint_bucket = checkpoint_bucket_bytes(zero.reduce_bucket_size);
+  plan.baseline = kProcessBaselineBytes;
+  return plan;
+}
+
+// Whether the user left `key` (under zero_optimization) to dstrain: absent, null or "auto".
+bool left_unset(const Config& config, const std::string& key) { return !config.given("zero_optimization." + key); }
+
+// A knob the planner may choose: its key under zero_optimization, how to read and set it, and the
+// least it may shrink to.
+struct Knob {
+  std::string key;
+  std::function<int64_t(const ZeroConfig&)> get;
+  std::function<void(ZeroConfig&, int64_t)> set;
+  int64_t floor = 0;
+  bool by_one = false;  // a count: shrinks by one, not by half
+};
+
+std::vector<Knob> knobs() {
+  return {
+      {"reduce_bucket_size", [](const ZeroConfig& z) { return z.reduce_bucket_size; },
+       [](ZeroConfig& z, int64_t v) { z.reduce_bucket_size = v; }, int64_t{1} << 16},
+      {"stage3_prefetch_bucket_size", [](const ZeroConfig& z) { return z.stage3_prefetch_bucket_size; },
+       [](ZeroConfig& z, int64_t v) { z.stage3_prefetch_bucket_size = v; }, 0},
+      {"stage3_param_persistence_threshold", [](const ZeroConfig& z) { return z.stage3_param_persistence_threshold; },
+       [](ZeroConfig& z, int64_t v) { z.stage3_param_persistence_threshold = v; }, 0},
+      {"sub_group_size", [](const ZeroConfig& z) { return z.sub_group_size; },
+       [](ZeroConfig& z, int64_t v) { z.sub_group_size = v; }, int64_t{1} << 16},
+      {"offload_param.max_in_cpu", [](const ZeroConfig& z) { return z.offload_param.max_in_cpu; },
+       [](ZeroConfig& z, int64_t v) { z.offload_param.max_in_cpu = v; }, 0},
+      {"offload_param.buffer_count", [](const ZeroConfig& z) { return int64_t{z.offload_param.buffer_count}; },
+       [](ZeroConfig& z, int64_t v) { z.offload_param.buffer_count = static_cast<int>(v); }, 1, true},
+  };
+}
+
+int64_t shrunk(const Knob& knob, int64_t value) {
+  return std::max(knob.floor, knob.by_one ? value - 1 : value / 2);
+}
+
+std::string mb(int64_t bytes) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << bytes / 1e6 << " MB";
+  return out.str();
+}
+
+// The hidden size from the parameters when the config does not say: the most frequent length of a
+// 1-D parameter (a transformer's LayerNorm weights and biases and its projections' biases are d
+// long); 0 when no length repeats.
+int64_t guess_hidden(const std::vector<std::vector<int64_t>>& shapes) {
+  std::map<int64_t, int> count;
+  for (const auto& shape : shapes)
+    if (shape.size() == 1) ++count[shape[0]];
+  int64_t best = 0;
+  int most = 1;
+  for (const auto& [length, n] : count)
+    if (n > most) best = length, most = n;
+  return best;
+}
+
+}  // namespace
+
+ModelShape gpt_shape(const models::GPTConfig& gpt) {
+  ModelShape shape;
+  const int64_t C = gpt.n_embd;
+  auto linear = [&](int64_t in, int64_t out) {
+    shape.numels.push_back(in * out);
+    if (gpt.bias) shape.numels.push_back(out);
+  };
+  auto layer_norm = [&] {
+    shape.numels.push_back(C);
+    if (gpt.bias) shape.numels.push_back(C);
+  };
+  shape.numels.push_back(gpt.vocab_size * C);  // wte, also the head
+  shape.numels.push_back(gpt.block_size * C);  // wpe
+  for (int64_t layer = 0; layer < gpt.n_layer; ++layer) {
+    layer_norm();
+    linear(C, 3 * C);
+    linear(C, C);
+    layer_norm();
+    linear(C, 4 * C);
+    linear(4 * C, C);
+  }
+  layer_norm();
+  shape.hidden = C;
+  shape.gpt = gpt;
+  return shape;
+}
+
+int64_t checkpoint_bucket_bytes(int64_t reduce_bucket_size) {
+  return std::clamp<int64_t>(reduce_bucket_size * int64_t{4}, 4096, int64_t{64} << 20);
+}
+
+MemoryPlan size_memory(const Config& config, const ModelShape& shape, int world, std::optional<int> stage) {
+  ZeroConfig zero = config.zero_optimization();
+  if (stage) zero.stage = *stage;
+  return size_with(config, shape, world, zero);
+}
+
+MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget) {
+  ZeroConfig zero = config.zero_optimization();
+  const int64_t d = shape.hidden;
+  std::vector<ChosenKnob> chosen;
+  auto choose = [&](const std::string& key, int64_t value, const std::string& why,
+                    const std::function<void(ZeroConfig&, int64_t)>& set) {
+    if (!left_unset(config, key)) return;
+    set(zero, value);
+    chosen.push_back({"zero_optimization." + key, value, why});
+  };
+  const std::vector<Knob> all = knobs();
+  auto knob = [&](const std::string& key) -> const Knob& {
+    return *std::find_if(all.begin(), all.end(), [&](const Knob& k) { return k.key == key; });
+  };
+
+  // Where the search starts: Hugging Face's sizes from d (their "auto" for DeepSpeed).
+  const std::string from_d = "d = " + std::to_string(d);
+  if (d > 0) {
+    choose("reduce_bucket_size", d * d, "d*d (Hugging Face), " + from_d, knob("reduce_bucket_size").set);
+    if (zero.stage == 3) {
+      choose("stage3_prefetch_bucket_size", d * d * 9 / 10, "0.9*d*d (Hugging Face), " + from_d,
+             knob("stage3_prefetch_bucket_size").set);
+      choose("stage3_param_persistence_threshold", 10 * d, "10*d (Hugging Face), " + from_d,
+             knob("stage3_param_persistence_threshold").set);
+    }
+  }
+  const bool nvme_optimizer = zero.offload_optimizer.device == OffloadDevice::Nvme && zero.stage >= 1;
+  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme && zero.stage == 3;
+  if (nvme_optimizer) {
+    // Eight sub-groups (at least 1M elements each): the pipelined swap overlaps them, and the
+    // buffers hold an eighth of the swapped state per sub-group in memory.
+    int64_t shard = 0;
+    for (int64_t numel : shape.numels) shard += ceil_div(numel, world);
+    choose("sub_group_size", std::max<int64_t>(ceil_div(shard, 8), int64_t{1} << 20), "an eighth of the shard",
+           knob("sub_group_size").set);
+  }
+  if (nvme_params)
+    choose("offload_param.max_in_cpu", 0, "offload_param on NVMe: no chunk resident beyond the buffers",
+           knob("offload_param.max_in_cpu").set);
+
+  // Halve whichever unset knob lowers the peak most until it fits. A knob whose halving changes
+  // nothing may still pay at its least (a prefetch bucket smaller than every parameter gathers
+  // none): that is tried when no halving helps.
+  const int64_t target = static_cast<int64_t>(static_cast<double>(budget.per_rank()) * kBudgetShare);
+  MemoryPlan plan = size_with(config, shape, world, zero);
+  while (target > 0 && plan.peak() > target) {
+    const Knob* best = nullptr;
+    MemoryPlan best_plan = plan;
+    for (bool to_floor : {false, true}) {
+      for (const Knob& k : all) {
+        if (!left_unset(config, k.key) || k.get(zero) <= k.floor) continue;
+        ZeroConfig trial = zero;
+        k.set(trial, to_floor ? k.floor : shrunk(k, k.get(zero)));
+        MemoryPlan sized = size_with(config, shape, world, trial);
+        if (sized.peak() < best_plan.peak()) best = &k, best_plan = std::move(sized);
+      }
+      if (best) break;
+    }
+    if (!best) break;
+    const int64_t value = best->get(best_plan.zero);
+    zero = best_plan.zero;
+    plan = std::move(best_plan);
+    auto it = std::find_if(chosen.begin(), chosen.end(),
+                           [&](const ChosenKnob& c) { return c.key == "zero_optimization." + best->key; });
+    if (it == chosen.end()) it = chosen.insert(chosen.end(), {"zero_optimization." + best->key, 0, ""});
+    it->value = value;
+    it->why = "shrunk to fit the budget";
+  }
+
+  // What the swappers need: the offload buffer counts follow from the other knobs.
+  if (nvme_optimizer) {
+    const int slots =
+        zero::optimizer_swap_slots(zero.offload_optimizer.pipeline_read, zero.offload_optimizer.pipeline_write);
+    const int files = 1 + static_cast<int>(optimizer_state_tensors(config.optimizer())) + (config.pipeline().stages ? 0 : 1);
+    choose("offload_optimizer.buffer_count", slots * files,
+           std::to_string(files) + " files x " + std::to_string(slots) + " sub-group(s) in memory",
+           [](ZeroConfig& z, int64_t v) { z.offload_optimizer.buffer_count = static_cast<int>(v); });
+  }
+  if (nvme_params) {
+    std::vector<int64_t> chunks;
+    for (int64_t numel : shape.numels) chunks.push_back(ceil_div(numel, world));
+    const int64_t largest = zero::param_swap_sizes(chunks, zero.offload_param.max_in_cpu).largest_swapped;
+    if (largest > zero.offload_param.buffer_size)
+      choose("offload_param.buffer_size", largest, "the largest swapped chunk",
+             [](ZeroConfig& z, int64_t v) { z.offload_param.buffer_size = v; });
+  }
+  if (zero.stage == 3) {
+    std::vector<int64_t> partitioned;
+    for (int64_t numel : shape.numels)
+      if (numel > zero.stage3_param_persistence_threshold) partitioned.push_back(numel);
+    std::sort(partitioned.rbegin(), partitioned.rend());
+    int64_t in_use = 0;
+    for (size_t i = 0; i < std::min<size_t>(2, partitioned.size()); ++i) in_use += partitioned[i];
+    choose("stage3_max_live_parameters", in_use + zero.stage3_prefetch_bucket_size,
+           "the module in use (" + std::to_string(in_use) + ") + the prefetch bucket",
+           [](ZeroConfig& z, int64_t v) { z.stage3_max_live_parameters = v; });
+  }
+  plan = size_with(config, shape, world, zero);
+  plan.chosen = std::move(chosen);
+  plan.budget = budget.per_rank();
+  plan.budget_source = budget.node ? budget.node->source : "";
+  if (plan.budget <= 0 || plan.peak() <= plan.budget) return plan;
+
+  // Over the budget: a value the user set is to blame when the plan fits with it at its least.
+  const std::string over = "the predicted peak is " + mb(plan.peak()) + " per rank, over the budget of " +
+                           mb(plan.budget) + " (" + plan.budget_source + ", " +
+                           std::to_string(budget.ranks_per_node) + " rank(s) on this node)";
+  for (const Knob& k : all) {
+    if (left_unset(config, k.key) || k.get(zero) <= k.floor) continue;
+    ZeroConfig trial = zero;
+    k.set(trial, k.floor);
+    const MemoryPlan least = size_with(config, shape, world, trial);
+    if (least.peak() > plan.budget) continue;
+    throw Error("zero_optimization." + k.key + " = " + std::to_string(k.get(zero)) + " costs " +
+                mb(plan.peak() - least.peak()) + " per rank beyond its least; " + over +
+                ": lower it, or leave it unset for the planner")
+        .with_key("zero_optimization." + k.key);
+  }
+  log::warn("memory plan: ", over, ", whatever the planner chooses; the job may run out of memory "
+            "(a higher ZeRO stage, offload or more ranks hold less)");
+  return plan;
+}
+
+Config apply_memory_plan(const Config& config, const MemoryPlan& plan) {
+  if (plan.chosen.empty()) return config;
+  nlohmann::json json = config.to_json();
+  for (const ChosenKnob& knob : plan.chosen) {
+    std::string pointer = "/" + knob.key;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    json[nlohmann::json::json_pointer(pointer)] = knob.value;
+  }
+  Config planned = Config::from_json(json);
+  if (config.batch_resolved()) planned.resolve_batch(config.dp_world_size());
+  return planned;
+}
+
+Config plan_engine_memory(const Config& config, const torch::nn::Module& model, comm::Backend& group) {
+  ModelShape shape;
+  std::vector<std::vector<int64_t>> shapes;
+  at::Device device = at::kCPU;  // the group's collectives take tensors where the model is (NCCL: a GPU)
+  for (const at::Tensor& param : model.parameters()) {
+    if (!param.requires_grad()) continue;
+    shape.numels.push_back(param.numel());
+    shapes.push_back(param.sizes().vec());
+    device = param.device();
+  }
+  shape.hidden = guess_hidden(shapes);
+  // The trainer's GPT: d and the activations from its config block, when it is this model.
+  const nlohmann::json& block = config.dstrain_block();
+  if (const auto it = block.find("model"); it != block.end() && it->is_object() && it->value("type", "gpt") == "gpt") {
+    try {
+      const ModelShape gpt = gpt_shape(models::GPTConfig::from_json(*it));
+      shape.hidden = gpt.hidden;
+      if (gpt.numels == shape.numels) shape.gpt = gpt.gpt;
+    } catch (const Error&) {
+      // Not the built-in GPT's block: keep what the parameters say.
+    }
+  }
+  // Every rank must choose the same sizes (buckets and gathers are collective): the least budget.
+  MemoryBudget budget = memory_budget(config, rank_env_from_environment().local_size);
+  at::Tensor least = at::full({1}, budget.node ? static_cast<double>(budget.per_rank()) : 1e30,
+                              at::dtype(at::kDouble).device(device));
+  group.all_reduce(least, comm::ReduceOp::Min);
+  const double least_bytes = least.item<double>();
+  if (least_bytes < 1e30 && (!budget.node || least_bytes < static_cast<double>(budget.per_rank())))
+    budget.node = MemoryLimit{static_cast<int64_t>(least_bytes) * budget.ranks_per_node, "another rank's budget"};
+  const MemoryPlan plan = plan_memory(config, shape, group.world_size(), budget);
+  if (group.rank() == 0) {
+    std::string knobs;
+    for (const ChosenKnob& knob : plan.chosen)
+      knobs += (knobs.empty() ? "" : ", ") + knob.key.substr(knob.key.rfind('.') + 1) + " " + std::to_string(knob.value) +
+               " (" + knob.why + ")";
+    log::info("memory plan: predicted peak ", mb(plan.peak()), " per rank (", mb(plan.baseline), " before the model + ",
+              mb(plan.peak() - plan.baseline), ")",
+              plan.budget > 0 ? " of a budget of " + mb(plan.budget) + " (" + plan.budget_source + ")" : std::string(),
+              knobs.empty() ? std::string("; every knob as configured") : "; chose " + knobs);
+  }
+  return apply_memory_plan(config, plan);
+}
+
+}  // namespace ds
