@@ -246,10 +246,6 @@ void Config::check_cross_section_rules() const {
     throw Error(std::string(to_string(type)) + " is not supported with ZeRO (stage " + std::to_string(zero_.stage) +
                 "); use stage 0")
         .with_key("zero_optimization.stage");
-  if (zero_.offload_param.device == OffloadDevice::Nvme && zero_.stage != 3)
-    throw Error("offload_param.device \"nvme\" swaps ZeRO stage 3's parameter partitions; this is stage " +
-                std::to_string(zero_.stage) + ": set zero_optimization.stage to 3")
-        .with_key("zero_optimization.offload_param.device");
   // At stage 0 offload_optimizer does not act, so its device does not matter there.
   if (zero_.offload_optimizer.device == OffloadDevice::Nvme && zero_.stage >= 1 && type == OptimizerType::Lamb)
     throw Error("offload_optimizer.device \"nvme\" steps sub-groups of the shard, which suits Adam, AdamW and SGD; "
@@ -260,6 +256,10 @@ void Config::check_cross_section_rules() const {
 void Config::check_trainable() const {
   if (optimizer_.type == OptimizerType::None)
     throw Error("no optimizer configured: add an \"optimizer\" block").with_key("optimizer");
+  if (zero_.offload_param.device == OffloadDevice::Nvme && zero_.stage != 3)
+    throw Error("offload_param.device \"nvme\" swaps ZeRO stage 3's parameter partitions; this is stage " +
+                std::to_string(zero_.stage) + ": set zero_optimization.stage to 3")
+        .with_key("zero_optimization.offload_param.device");
 }
 
 json Config::to_json() const {

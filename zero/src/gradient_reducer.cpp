@@ -42,20 +42,19 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayo
   for (size_t i = 0; i < params_.size(); ++i) packed_numels.push_back(layout_.slot(i).chunk * layout_.partitions());
   for (const BucketRange& range : reduce_buckets(packed_numels, bucket_numel)) {
     Bucket bucket;
-    bucket.first_param = first;
-    bucket.last_param = end - 1;
-    bucket.shard_begin = layout_.slot(first).shard_offset;
-    bucket.shard_end = layout_.slot(end - 1).shard_offset + layout_.slot(end - 1).chunk;
-    for (size_t i = first; i < end; ++i) bucket_of_[i] = buckets_.size();
+    bucket.first_param = range.first;
+    bucket.last_param = range.last;
+    bucket.shard_begin = layout_.slot(range.first).shard_offset;
+    bucket.shard_end = layout_.slot(range.last).shard_offset + layout_.slot(range.last).chunk;
+    for (size_t i = range.first; i <= range.last; ++i) bucket_of_[i] = buckets_.size();
     buckets_.push_back(std::move(bucket));
-    end = first;
   }
   reset_buckets();
 
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].requires_grad()) throw Error("GradientReducer: parameter " + std::to_string(i) + " does not require grad");
     std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
-    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<GradientReadyHook>([this, i] { on_gradient(i); })));
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<GradientReadyHook>([this, i] { on_gradient_ready(i); })));
     accumulators_.push_back(std::move(accumulator));
   }
 }
@@ -73,7 +72,7 @@ void GradientReducer::reset_buckets() {
   std::fill(delivered_.begin(), delivered_.end(), false);
 }
 
-void GradientReducer::on_gradient(size_t i) {
+void GradientReducer::on_gradient_ready(size_t i) {
   if (!reducing_) return;
   if (delivered_[i]) throw Error("GradientReducer: gradient of parameter " + std::to_string(i) + " delivered twice in one backward");
   at::Tensor& grad = params_[i].mutable_grad();

@@ -196,7 +196,7 @@ void ParameterCoordinator::post_forward(torch::nn::Module& module, const std::ve
     caller.held.push_back(i);
   }
 
-  // Gradient reaching the outputs means this module's backward is next: gather its parameters.
+  // Gradient reaching an output means this module's backward is next (pre_backward).
   std::vector<size_t> needed;
   for (size_t i : frame.held)
     if (!params_[i].persistent) needed.push_back(i);
@@ -204,13 +204,15 @@ void ParameterCoordinator::post_forward(torch::nn::Module& module, const std::ve
     const size_t trace_index = in_backward_ ? trace_.size() : frame.trace_index;
     for (at::Tensor* output : outputs) {
       if (!output->requires_grad() || output->is_leaf()) continue;
-      output->register_hook([this, needed, trace_index](const at::Tensor&) {
-        for (size_t i : needed) wait_available(i);
-        prefetch_before(trace_index);
-      });
+      output->register_hook([this, needed, trace_index](const at::Tensor&) { pre_backward(needed, trace_index); });
     }
   }
   for (size_t i : frame.held) release(i);
+}
+
+void ParameterCoordinator::pre_backward(const std::vector<size_t>& needed, size_t trace_index) {
+  for (size_t i : needed) wait_available(i);
+  prefetch_before(trace_index);
 }
 
 bool ParameterCoordinator::prefetch(size_t i, int64_t& budget, int64_t& live) {

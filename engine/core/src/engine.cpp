@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "dstrain/comm/distributed.hpp"
@@ -82,7 +83,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   if (nvme && !device.is_cpu())
     throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
         .with_key("zero_optimization.offload_optimizer.device");
-  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;  // stage 3: Config checked
+  const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;  // stage 3 (check_trainable)
   if (nvme_params && !device.is_cpu())
     throw Error("offload_param to NVMe runs on CPU models only (this model is on " + device.str() + ")")
         .with_key("zero_optimization.offload_param.device");
@@ -138,7 +139,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   }
 
   zero::GradientReducer::TakenFn on_taken;
-  if (stage == 3) on_taken = [this](size_t i) { coordinator_->gradient_taken(i); };
+  if (stage == 3) on_taken = [this](size_t i) { on_gradient_taken(i); };
   // The reducer first: autograd records each parameter's whole shape when its gradient
   // accumulator is created, and stage 3 is about to leave the parameters empty.
   reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
@@ -146,7 +147,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   reducer_->set_timers(breakdown_timers());
   if (swapper_ && swapper_->swaps_gradients())
     reducer_->set_shard_sink([this](const at::Tensor& values, int64_t shard_offset, bool overwrite) {
-      swapper_->write_gradients(values.data_ptr<float>(), shard_offset, values.numel(), overwrite);
+      on_gradient_reduced(values, shard_offset, overwrite);
     });
   if (stage == 3)
     coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero,
@@ -218,17 +219,33 @@ void EngineCore::backward(const at::Tensor& loss) {
 
 void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients) {
   ScopedTimer timer(breakdown_timers(), "backward");
+  // Stages 0-1 reduce at the accumulation boundary only (autograd accumulates param.grad() until
+  // then), stages 2-3 every micro-step.
   reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
   // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
   // gradients as they are: the full allreduce is the traffic it exists to save.
   reducer_->set_local_only(!optimizer_->needs_reduced_gradients(optimizer_steps_ + 1));
   if (coordinator_) coordinator_->begin_backward();
+  // Autograd runs the hooks as backward reaches them:
+  //   ParameterCoordinator::pre_backward    gradient reached a module's outputs: gather the
+  //                                         module's parameters (stage 3), prefetch the previous
+  //   GradientReducer::on_gradient_ready    a parameter's gradient is complete: pack it into its
+  //                                         bucket; full buckets are reduced while backward goes on
+  //   on_gradient_taken                     ... and release the parameter (stage 3)
+  //   on_gradient_reduced                   a bucket's reduction is done: its range goes to the
+  //                                         gradient's swap file (offload_optimizer on NVMe)
   torch::autograd::backward(outputs, gradients);
   if (reducer_->reducing()) {
-    reducer_->finish_backward();
+    reducer_->finish_backward();  // the buckets left open go out; every reduction is waited for
     if (reducer_->has_shard_sink()) swapped_grad_sum_of_squares_ = swapper_->finish_gradients();
   }
   if (coordinator_) coordinator_->release_all();
+}
+
+void EngineCore::on_gradient_taken(size_t param_index) { coordinator_->gradient_taken(param_index); }
+
+void EngineCore::on_gradient_reduced(const at::Tensor& values, int64_t shard_offset, bool overwrite) {
+  swapper_->write_gradients(values.data_ptr<float>(), shard_offset, values.numel(), overwrite);
 }
 
 at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
@@ -241,6 +258,26 @@ at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
     return chunk;
   }
   throw Error("reduced_gradient_chunk: not a parameter of this engine");
+}
+
+std::optional<double> EngineCore::unscale_and_norm(const at::Tensor& grads, double loss_scale) {
+  const bool fp16 = config_.fp16().enabled;
+  if (!grads.defined()) {
+    // On NVMe: from the sum of squares taken as the boundary backward wrote the file (the loss
+    // scale, a power of two, divides out exactly). A non-finite element makes it non-finite on
+    // every rank, so it is the overflow vote too.
+    const double local = reducer_->has_gradients() ? swapped_grad_sum_of_squares_ / (loss_scale * loss_scale) : 0.0;
+    at::Tensor sum_of_squares = at::full({1}, local, at::kDouble);
+    if (layout_->partitions() > 1) group_->all_reduce(sum_of_squares, comm::ReduceOp::Sum);
+    const double total = sum_of_squares.item<double>();
+    if (fp16 && !scaler_.update(!std::isfinite(total))) return std::nullopt;
+    return std::sqrt(total);
+  }
+  if (fp16) {
+    grads.div_(loss_scale);
+    if (!scaler_.update(any_overflow(grads))) return std::nullopt;
+  }
+  return global_grad_norm(grads);
 }
 
 bool EngineCore::any_overflow(const at::Tensor& grads) {
@@ -267,39 +304,25 @@ void EngineCore::step() {
   ScopedTimer timer(breakdown_timers(), "step");
   at::NoGradGuard no_grad;
   ++global_steps_;
-  // In memory the shard is unscaled and clipped here; on NVMe each sub-group is as step_offloaded
-  // swaps it in, by the same operations in the same order, and the norm comes from the sum of
-  // squares taken as the boundary backward wrote the file (the loss scale, a power of two, divides
-  // out exactly).
-  const bool swapped = reducer_->has_shard_sink();
-  const at::Tensor grads = swapped ? at::Tensor() : reducer_->grad_shard();
-  const bool fp16 = config_.fp16().enabled;
-  const double scale = fp16 ? scaler_.scale() : 1.0;
-  at::Tensor sum_of_squares;
-  if (swapped) {
-    const double local = reducer_->has_gradients() ? swapped_grad_sum_of_squares_ / (scale * scale) : 0.0;
-    sum_of_squares = at::full({1}, local, at::kDouble);
-    if (layout_->partitions() > 1) group_->all_reduce(sum_of_squares, comm::ReduceOp::Sum);
-  } else if (fp16) {
-    grads.div_(scale);
+  // The boundary backward waited for its last buckets. The gradient shard is in memory, or on
+  // NVMe (undefined here): then step_offloaded unscales and clips each sub-group as it swaps it
+  // in, by the same operations in the same order.
+  const at::Tensor grads = reducer_->has_shard_sink() ? at::Tensor() : reducer_->grad_shard();
+  const double loss_scale = config_.fp16().enabled ? scaler_.scale() : 1.0;
+  const std::optional<double> norm = unscale_and_norm(grads, loss_scale);
+  if (!norm) {
+    ++skipped_steps_;
+    log::info("step ", global_steps_, ": gradient overflow, step skipped, loss scale now ", scaler_.scale());
+    reducer_->zero_grad_shard();
+    return;
   }
-  if (fp16) {
-    // A non-finite element makes the sum of squares non-finite on every rank.
-    const bool overflow = swapped ? !std::isfinite(sum_of_squares.item<double>()) : any_overflow(grads);
-    if (!scaler_.update(overflow)) {
-      ++skipped_steps_;
-      log::info("step ", global_steps_, ": gradient overflow, step skipped, loss scale now ", scaler_.scale());
-      reducer_->zero_grad_shard();
-      return;
-    }
-  }
-  grad_norm_ = swapped ? std::sqrt(sum_of_squares.item<double>()) : global_grad_norm(grads);
+  grad_norm_ = *norm;
   const double clip = clip_coefficient(grad_norm_, config_.training().gradient_clipping);
-  if (!swapped && clip < 1) grads.mul_(clip);
+  if (grads.defined() && clip < 1) grads.mul_(clip);
   lr_ = schedule_.lr(optimizer_steps_);
   ++optimizer_steps_;
   if (swapper_) {
-    step_offloaded(grads, scale, clip);
+    step_offloaded(grads, loss_scale, clip);  // per sub-group: swap in, update, swap out, refresh
   } else {
     optimizer_->step(master_, grads, lr_, optimizer_steps_);
     refresh_model_from_master();

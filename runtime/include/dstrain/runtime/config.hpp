@@ -254,9 +254,11 @@ class Config {
   // Throws ds::Error naming the values when they do not fit the world size. May be called again
   // with another world size; it always starts from the keys as given.
   void resolve_batch(int dp_world_size);
-  // What training needs beyond a valid config: an optimizer (a DeepSpeed config may leave it out
-  // because deepspeed.initialize can take one from the caller; ds::initialize cannot). Throws
-  // ds::Error naming "optimizer" without one. from_json accepts such a config for other uses.
+  // What the engine needs beyond a config DeepSpeed accepts (from_json accepts these, as DeepSpeed
+  // does, e.g. for zero::Init or `dstrain estimate`): an optimizer (deepspeed.initialize can take
+  // one from the caller, ds::initialize cannot), and offload_param "nvme" only at stage 3
+  // (DeepSpeed ignores it below). Throws ds::Error naming "optimizer" or
+  // "zero_optimization.offload_param.device".
   void check_trainable() const;
   bool batch_resolved() const { return dp_world_size_ > 0; }
   // These throw ds::Error until resolve_batch() has run.

@@ -1,10 +1,11 @@
 // GradientReducer: the one path by which gradients leave backward, for every ZeRO stage.
 //
-// A hook on each parameter's gradient accumulator hands the gradient over as soon as autograd has
-// finished it. Gradients are packed into buckets of consecutive parameters (about bucket_numel
-// elements, filled in reverse parameter order, as backward produces them); a full bucket is reduced
-// at once, overlapping the rest of backward when `overlap` is set (at most two reductions in
-// flight, their buffers reused, so gradient buckets hold two buckets' memory, not a whole model's):
+// A hook on each parameter's gradient accumulator (on_gradient_ready) hands the gradient over as
+// soon as autograd has finished it. Gradients are packed into buckets of consecutive parameters
+// (about bucket_numel elements, filled in reverse parameter order, as backward produces them); a
+// full bucket is reduced at once, overlapping the rest of backward when `overlap` is set (at most
+// two reductions in flight, their buffers reused, so gradient buckets hold two buckets' memory, not
+// a whole model's):
 //   one partition (ZeRO 0):   all-reduce (average), every rank keeps every gradient;
 //   N partitions (ZeRO 1-3):  reduce-scatter (average), each rank keeps its shard's gradients.
 // The result is added into grad_shard() (fp32, ShardLayout-shaped), so micro-steps accumulate; the
@@ -42,9 +43,12 @@ namespace ds::zero {
 
 class GradientReducer {
  public:
-  // Called with a parameter's index once its gradient has been taken (ZeRO-3 releases it then).
+  // Called with a parameter's index once its gradient has been packed and freed: from
+  // on_gradient_ready during backward, or from finish_backward for a parameter backward never
+  // reached (ZeRO-3 releases the parameter then).
   using TakenFn = std::function<void(size_t param_index)>;
-  // Takes this rank's reduced values of shard elements [shard_offset, shard_offset + values.numel())
+  // Called as each bucket's reduction completes (during backward, or in finish_backward) with this
+  // rank's reduced values of shard elements [shard_offset, shard_offset + values.numel())
   // (contiguous fp32, valid during the call): they replace the range's values when `overwrite` (the
   // first reduction after zero_grad_shard()), else add to them. Ranges of one backward never overlap
   // and arrive in descending shard order; together they cover the whole shard.
@@ -99,7 +103,10 @@ class GradientReducer {
     std::unique_ptr<comm::Work> work;
   };
 
-  void on_gradient(size_t param_index);
+  // The hook: autograd runs it after the last use of parameter i in backward, once its gradient
+  // accumulator has summed the gradient into param.grad(). Packs that gradient into its bucket,
+  // frees it, reports it taken, and launches every bucket that is now full, in bucket order.
+  void on_gradient_ready(size_t param_index);
   void pack(size_t param_index, const at::Tensor& grad);
   void launch(Bucket& bucket);
   void complete(Bucket& bucket);

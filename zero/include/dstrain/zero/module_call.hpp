@@ -54,8 +54,10 @@ template <class... T> void for_each_tensor(std::tuple<T...>& value, const Tensor
 class ModuleHooks {
  public:
   virtual ~ModuleHooks() = default;
+  // call() runs it just before module's forward.
   virtual void pre_forward(torch::nn::Module& module) = 0;
-  // outputs points at every tensor of the return value; hooks may replace them in place.
+  // call() runs it just after module's forward returned; outputs points at every tensor of the
+  // return value, which hooks may replace in place (or register autograd hooks on).
   virtual void post_forward(torch::nn::Module& module, const std::vector<at::Tensor*>& outputs) = 0;
 
   // The hooks active on this thread, like LibTorch's grad mode: set only for the duration of an

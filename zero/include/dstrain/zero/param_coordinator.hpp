@@ -2,7 +2,8 @@
 //
 // Each rank keeps only its chunk of every parameter (ShardLayout, in the model's dtype). A module's
 // parameters are gathered whole just before its forward and released after it; gathered again when
-// gradient reaches the module's outputs in backward, and released once their gradient is taken.
+// gradient reaches the module's outputs in backward (pre_backward, an autograd hook on each output),
+// and released once their gradient is taken.
 // Status per parameter: NotAvailable -> Inflight (gather posted) -> Available -> NotAvailable.
 //
 // A module's own parameters are those of its subtree, down to (not into) children deriving from
@@ -54,7 +55,10 @@ class ParameterCoordinator : public ModuleHooks {
                        const ZeroConfig& config, std::unique_ptr<ParamSwapper> swapper = nullptr);
   ~ParameterCoordinator() override;
 
+  // Just before a module's forward (ds::zero::call): gathers its parameters, prefetches the next.
   void pre_forward(torch::nn::Module& module) override;
+  // Just after it returns: hooks its outputs for backward (pre_backward), takes parameters it
+  // returned as the caller's external parameters, releases what it no longer needs.
   void post_forward(torch::nn::Module& module, const std::vector<at::Tensor*>& outputs) override;
 
   ParamStatus status(size_t param_index) const { return params_[param_index].status; }
@@ -74,7 +78,8 @@ class ParameterCoordinator : public ModuleHooks {
   void load_shard_range(const at::Tensor& values, int64_t shard_offset);
   // Once the whole shard is loaded: gathers the persistent parameters whole again.
   void regather_persistent();
-  // Called when parameter i's gradient has been taken: it is no longer needed whole.
+  // During backward, once the GradientReducer has packed parameter i's gradient (through
+  // EngineCore::on_gradient_taken): it is no longer needed whole.
   void gradient_taken(size_t param_index);
   // End of backward (or of an evaluation forward): release everything not persistent.
   void release_all();
@@ -100,6 +105,11 @@ class ParameterCoordinator : public ModuleHooks {
     size_t trace_index;  // where module stands in the recorded order (meaningful once complete)
   };
 
+  // The hook post_forward registers on each of a module's outputs: autograd runs it when gradient
+  // reaches that output, so the module's backward comes next. Gathers the module's parameters
+  // (`needed`, those it held in forward) and prefetches those of the modules recorded before
+  // trace_index, in reverse order.
+  void pre_backward(const std::vector<size_t>& needed, size_t trace_index);
   const std::vector<size_t>& own_params(torch::nn::Module& module);
   void post_gather(size_t i);
   // Waits for parameter i's posted gather and gives its swap buffer back.

@@ -3,22 +3,28 @@
 //   auto engine = ds::initialize(model, config);
 //   for each micro-batch:  loss = f(engine->forward(x)); engine->backward(loss); engine->step();
 //
-// The step, whatever the ZeRO stage:
-//   forward   ds::zero::call(model, ...); under stage 3 the ParameterCoordinator gathers and
-//             releases parameters around every submodule call.
-//   backward  autograd on loss / accumulation steps (x loss scale under fp16); the GradientReducer
-//             takes each gradient as it is ready and all-reduces (stage 0) or reduce-scatters
-//             (stages 1-3) it in buckets into this rank's fp32 gradient shard. Stages 0-1 reduce
-//             only at the accumulation boundary, stages 2-3 every micro-step. (OneBitAdam after
-//             freeze_step keeps gradients local and exchanges compressed momentum instead.)
-//   step      at the boundary: unscale and overflow check (fp16), global-norm clipping, the
-//             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr, and the
-//             model weights are refreshed from it (copied at stage 0, all-gathered at 1-2, kept as
-//             shards at 3). With offload_optimizer on NVMe the master, optimizer state and
-//             gradient shard live in swap files (the reducer's results go to the gradient's
-//             file, the norm comes from sums of squares taken as it is written) and the
-//             update runs sub-group by sub-group (step_offloaded); with
-//             offload_param on NVMe stage 3's parameter chunks live in a swap file (ParamSwapper).
+// The step, whatever the ZeRO stage (engine.cpp's backward() and step() read in this order):
+//   forward   ds::zero::call(model, ...) under a ForwardScope; at stage 3 the ParameterCoordinator
+//             gathers each submodule's parameters just before its forward (pre_forward), prefetches
+//             the next, and releases them after it (post_forward).
+//   backward  autograd on loss / accumulation steps (x loss scale under fp16), whose hooks do the
+//             data-parallel work as backward reaches them: ParameterCoordinator::pre_backward
+//             gathers a module's parameters again when gradient reaches its outputs (stage 3);
+//             GradientReducer::on_gradient_ready packs each finished gradient into its bucket and
+//             all-reduces (stage 0) or reduce-scatters (stages 1-3) full buckets into this rank's
+//             fp32 gradient shard while backward goes on; on_gradient_taken releases the packed
+//             parameter (stage 3); on_gradient_reduced writes each reduced range to the gradient's
+//             swap file (offload_optimizer on NVMe). Stages 0-1 reduce only at the accumulation
+//             boundary, stages 2-3 every micro-step. (OneBitAdam after freeze_step keeps gradients
+//             local and exchanges compressed momentum instead.)
+//   step      at the boundary: unscale_and_norm (fp16: unscale, overflow vote; the global norm),
+//             clip_coefficient, then the ShardOptimizer updates this rank's fp32 master shard with
+//             the scheduled lr, and refresh_model_from_master refreshes the model's weights
+//             (copied at stage 0, all-gathered at 1-2, kept as shards at 3). With offload_optimizer
+//             on NVMe the master, optimizer state and gradient shard live in swap files and
+//             step_offloaded runs the update sub-group by sub-group: swap in, unscale and clip,
+//             fused kernel, swap out, refresh that range. With offload_param on NVMe stage 3's
+//             parameter chunks live in a swap file (ParamSwapper).
 // Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
 #pragma once
 
@@ -28,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,7 +116,8 @@ class EngineCore {
   std::map<std::string, at::Tensor> consolidated_weights();
 
  protected:
-  // Guards one forward: activates the ZeRO-3 hooks and times it.
+  // Guards one forward: activates the ZeRO-3 hooks (the coordinator's pre_forward and post_forward
+  // around every ds::zero::call) and times it.
   class ForwardScope {
    public:
     explicit ForwardScope(EngineCore& engine);
@@ -124,6 +132,18 @@ class EngineCore {
   // The registry that wall_clock_breakdown fills; null when it is off.
   TimerRegistry* breakdown_timers() { return config_.training().wall_clock_breakdown ? &timers_ : nullptr; }
   void broadcast_parameters();
+  // Hooks the GradientReducer runs inside backward's autograd pass. on_gradient_taken: parameter
+  // i's gradient was packed into its bucket, so stage 3 may release the whole parameter.
+  void on_gradient_taken(size_t param_index);
+  // on_gradient_reduced: a bucket's reduction completed with the gradient shard on NVMe; this
+  // rank's reduced values of shard elements [shard_offset, + values.numel()) go to its swap file
+  // (overwriting them after a step, else adding).
+  void on_gradient_reduced(const at::Tensor& values, int64_t shard_offset, bool overwrite);
+  // The step's first stage. fp16: unscales the gradient shard in memory and votes across the
+  // group on an overflow (the loss scaler updates). Returns the global norm of the unscaled
+  // gradient (grads undefined: from the sums of squares taken as the gradient's swap file was
+  // written), or nothing when the step is to be skipped.
+  std::optional<double> unscale_and_norm(const at::Tensor& grads, double loss_scale);
   // The configured optimizer, its state on `device`, over layout_ and group_; Adam's and SGD's
   // state holds state_numel elements (0 when it lives in swap files).
   std::unique_ptr<ShardOptimizer> make_optimizer(at::Device device, int64_t state_numel);
