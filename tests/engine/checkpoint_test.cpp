@@ -2,19 +2,24 @@
 // flat memory at save and load (peak RSS from /proc/self/status), and one clear error, naming the
 // file, for every fault a checkpoint can have.
 #include <catch2/catch.hpp>
+#include <signal.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
+#include "dstrain/io/crc32c.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 
@@ -328,4 +333,138 @@ TEST_CASE("diverged weights never become a checkpoint", "[mpi][checkpoint]") {
   REQUIRE(ds::ckpt::checkpoint_folder(dir, "") == dir + "/global_step1");
   REQUIRE(!fs::exists(dir + "/global_step5"));
   REQUIRE(!fs::exists(dir + "/.global_step5.partial"));
+}
+
+// The index as a hand editor leaves it: `edit` applied to the saved index.json, written back by rank
+// 0 with index_crc32c recomputed as docs/checkpoints.md says (CRC-32C of the compact dump, keys
+// sorted) when `recompute`, else with the saved checksum.
+template <class Edit>
+void rewrite_index(const std::string& path, Edit edit, bool recompute) {
+  ds::comm::init_distributed("mpi")->barrier();  // every rank has read the saved index by now
+  on_rank0([&] {
+    nlohmann::json json = nlohmann::json::parse(std::ifstream(path));
+    edit(json);
+    if (recompute) {
+      json.erase("index_crc32c");
+      const std::string body = json.dump();
+      json["index_crc32c"] = ds::io::crc32c(0, body.data(), body.size());
+    }
+    std::ofstream(path, std::ios::trunc) << json.dump(1);
+  });
+}
+
+TEST_CASE("an index.json edited by hand is an error naming the file and the field", "[mpi][checkpoint]") {
+  const int world = ds::comm::get_world_size();
+  const std::string dir = fresh_dir("edited_index");
+  {
+    auto engine = make_engine(config_json(1, world));
+    train(*engine, 2);
+    engine->save_checkpoint(dir);
+  }
+  const std::string index = dir + "/global_step2/index.json";
+  const nlohmann::json saved = nlohmann::json::parse(std::ifstream(index));
+  const std::string name3 = saved["params"][3]["name"];
+  const int64_t offset3 = saved["params"][3]["shard_offset"];
+  auto load = [&] { return error_of([&] { make_engine(config_json(1, world))->load_checkpoint(dir); }); };
+  using Json = nlohmann::json;
+
+  SECTION("rewritten unchanged with the recomputed checksum, it loads") {
+    rewrite_index(index, [](Json&) {}, true);
+    REQUIRE(load() == "(no error)");
+  }
+  SECTION("an edit that leaves the checksum") {
+    rewrite_index(index, [](Json& j) { j["params"][3]["shard_offset"] = j["params"][3]["shard_offset"].get<int64_t>() + 7; }, false);
+    REQUIRE_THAT(load(), Catch::Contains("index is corrupted or was edited") && Catch::Contains(index));
+  }
+  SECTION("a shard_offset + 7") {
+    rewrite_index(index, [](Json& j) { j["params"][3]["shard_offset"] = j["params"][3]["shard_offset"].get<int64_t>() + 7; }, true);
+    REQUIRE_THAT(load(), Catch::Contains("params[3] ('" + name3 + "').shard_offset: " + std::to_string(offset3 + 7) +
+                                         ", expected " + std::to_string(offset3)) &&
+                             Catch::Contains(index));
+  }
+  SECTION("exp_avg's and exp_avg_sq's offsets swapped") {
+    rewrite_index(index, [](Json& j) {
+      Json& s = j["shards"][0]["sections"];
+      std::swap(s[1]["offset"], s[2]["offset"]);
+    }, true);
+    const int64_t expected = saved["shards"][0]["sections"][1]["offset"];
+    REQUIRE_THAT(load(), Catch::Contains("shards[0].sections[1] ('optim/exp_avg').offset: " +
+                                         saved["shards"][0]["sections"][2]["offset"].dump() + ", expected " +
+                                         std::to_string(expected)) &&
+                             Catch::Contains(index));
+  }
+  SECTION("a section reaching past the end of its shard") {
+    rewrite_index(index, [](Json& j) { j["shards"][0]["sections"].back()["bytes"] = j["shards"][0]["sections"].back()["bytes"].get<int64_t>() + 4; }, true);
+    REQUIRE_THAT(load(), Catch::Contains("shards[0].bytes: ") && Catch::Contains(index));
+  }
+  SECTION("a chunk that is not ceil(numel / partitions)") {
+    rewrite_index(index, [](Json& j) { j["params"][0]["chunk"] = j["params"][0]["chunk"].get<int64_t>() + 1; }, true);
+    REQUIRE_THAT(load(), Catch::Contains("params[0] ('" + saved["params"][0]["name"].get<std::string>() + "').chunk") &&
+                             Catch::Contains(index));
+  }
+  SECTION("a negative step") {
+    rewrite_index(index, [](Json& j) { j["counters"]["global_steps"] = -5; }, true);
+    REQUIRE_THAT(load(), Catch::Contains("counters.global_steps: -5 is below 0") && Catch::Contains(index));
+  }
+  SECTION("counters that disagree") {
+    rewrite_index(index, [](Json& j) { j["counters"]["optimizer_steps"] = 3; }, true);
+    REQUIRE_THAT(load(), Catch::Contains("counters.global_steps: 2, but optimizer_steps 3 + skipped_steps 0 = 3") &&
+                             Catch::Contains(index));
+  }
+}
+
+TEST_CASE("a save folder holds one job at a time, and saves remove only the debris of processes that are gone",
+          "[mpi][checkpoint]") {
+  const int world = ds::comm::get_world_size();
+  const std::string dir = fresh_dir("lock");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string self = std::string(host) + "." + std::to_string(::getpid());
+  std::string gone;
+  on_rank0([&] {
+    fs::create_directories(dir);
+    {
+      ds::SaveDirLock first(dir);
+      const std::string holder = "host " + std::string(host) + " pid " + std::to_string(::getpid());
+      REQUIRE_THAT(error_of([&] { ds::SaveDirLock second(dir); }),
+                   Catch::Contains("in use by another dstrain job (" + holder + ")") &&
+                       Catch::Contains(dir + "/.dstrain.lock"));
+    }
+    REQUIRE(error_of([&] { ds::SaveDirLock again(dir); }) == "(no error)");  // released with the first
+    // A pid no process of this host runs (the highest free one).
+    int64_t pid_max = 0;
+    std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+    int64_t free_pid = pid_max - 1;
+    while (::kill(static_cast<pid_t>(free_pid), 0) == 0 || errno != ESRCH) --free_pid;
+    gone = std::string(host) + "." + std::to_string(free_pid);
+    for (const std::string& owner : {self, gone, std::string("other-host.1")})
+      fs::create_directories(dir + "/.global_step9.partial." + owner);
+  });
+  auto engine = make_engine(config_json(1, world));
+  train(*engine, 1);
+  engine->save_checkpoint(dir);
+  on_rank0([&] {
+    REQUIRE(fs::exists(dir + "/.global_step9.partial." + self));          // its process is alive
+    REQUIRE(fs::exists(dir + "/.global_step9.partial.other-host.1"));     // cannot be known from here
+    REQUIRE(!fs::exists(dir + "/.global_step9.partial." + gone));         // its process is gone
+    REQUIRE(ds::ckpt::checkpoint_folder(dir, "") == dir + "/global_step1");
+  });
+}
+
+TEST_CASE("the newest tag complete in every one of several folders", "[mpi][checkpoint]") {
+  const int world = ds::comm::get_world_size();
+  const std::string a = fresh_dir("common_a"), b = fresh_dir("common_b");
+  auto engine = make_engine(config_json(1, world));
+  for (int step = 1; step <= 3; ++step) {
+    train(*engine, 1);
+    engine->save_checkpoint(a);
+    if (step < 3) engine->save_checkpoint(b);  // b's step-3 save never happened
+  }
+  REQUIRE(ds::ckpt::newest_common_tag({a}) == "global_step3");
+  REQUIRE(ds::ckpt::newest_common_tag({a, b}) == "global_step2");
+  on_rank0([&] { fs::remove(b + "/global_step2/index.json"); });  // b's step-2 save incomplete
+  REQUIRE(ds::ckpt::newest_common_tag({a, b}) == "global_step1");
+  on_rank0([&] { fs::remove(b + "/global_step1/index.json"); });
+  REQUIRE_THAT(error_of([&] { ds::ckpt::newest_common_tag({a, b}); }),
+               Catch::Contains("no checkpoint is complete in every one of these folders") && Catch::Contains(b));
 }

@@ -1,5 +1,6 @@
 // Periodic checkpoints for a training loop, and the checks a save directory gets before step 1.
 //
+//   ds::SaveDirLock lock(dir);                             // one job in the folder (its rank 0)
 //   ds::prepare_save_dir(dir);                             // before training: fails fast
 //   ds::CheckpointSchedule checkpoints({dir, /*interval=*/500, /*keep_last=*/3});
 //   each step:  ...; engine->step(); checkpoints.after_step(*engine);
