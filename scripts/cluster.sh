@@ -55,10 +55,21 @@ down() {
   rm -rf "$STATE"
 }
 
+# Shapes one end of a link, NAMESPACE DEVICE RATE DELAY (either may be empty): its egress, netem
+# delay first, then the tbf rate limit.
+shape() {
+  local parent=(root)
+  if [ -n "$4" ]; then
+    tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "$4"
+    parent=(parent 1:)
+  fi
+  [ -z "$3" ] || tc -n "$1" qdisc add dev "$2" "${parent[@]}" handle 10: tbf rate "$3" burst 256kb latency 50ms
+}
+
 up() {
   local n=${1:-}
   shift || true
-  [[ $n =~ ^[1-9][0-9]?$ ]] && [ "$n" -le 200 ] || usage
+  [[ $n =~ ^[1-9][0-9]?$ ]] || usage
   local rate="" delay="" cpus_per_node="" slots=2
   while [ $# -gt 0 ]; do
     case $1 in
@@ -74,7 +85,8 @@ up() {
   mkdir -p "$STATE"
   : > "$STATE/made"
   # A failure half way leaves nothing behind.
-  trap 'status=$?; if [ $status -ne 0 ]; then echo "cluster.sh: up failed; tearing down" >&2; down; fi' EXIT
+  # shellcheck disable=SC2154
+  trap 'rc=$?; if [ $rc -ne 0 ]; then echo "cluster.sh: up failed; tearing down" >&2; down; fi' EXIT
 
   ip netns add "$SWITCH"; made netns "$SWITCH"
   ip -n "$SWITCH" link set lo up
@@ -84,7 +96,7 @@ up() {
   local netem=""
   if [ -n "$delay" ]; then
     ip -n "$SWITCH" link add probe0 type veth peer name probe1
-    tc -n "$SWITCH" qdisc add dev probe0 root netem delay "$delay" 2>/dev/null && netem=yes
+    tc -n "$SWITCH" qdisc add dev probe0 root netem delay "$delay" 2>/dev/null && netem=$delay
     ip -n "$SWITCH" link del probe0
     [ -n "$netem" ] || echo "cluster.sh: this kernel has no netem qdisc; --delay $delay is not applied" >&2
   fi
@@ -103,15 +115,8 @@ up() {
     ip -n "$SWITCH" link set "$node" master br0 up
     ip -n "$ns" addr add "$SUBNET_PREFIX.$i/24" dev eth0
     ip -n "$ns" link set eth0 up
-    for end in "$ns eth0" "$SWITCH $node"; do
-      set -- $end
-      local parent=root
-      if [ -n "$netem" ]; then
-        tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "$delay"
-        parent="parent 1:"
-      fi
-      [ -z "$rate" ] || tc -n "$1" qdisc add dev "$2" $parent handle 10: tbf rate "$rate" burst 256kb latency 50ms
-    done
+    shape "$ns" eth0 "$rate" "$netem"
+    shape "$SWITCH" "$node" "$rate" "$netem"
     local cpus="" c
     if [ -n "$cpus_per_node" ]; then
       for c in $(seq $(( (i - 1) * cpus_per_node )) $(( i * cpus_per_node - 1 ))); do
@@ -168,7 +173,11 @@ kill_ranks() {
   local ns pids=()
   ns=$(node_ns "$1")
   for pid in $(ip netns pids "$ns"); do
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = orted ] && mapfile -t -O ${#pids[@]} pids < <(pgrep -P "$pid")
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = orted ]; then
+      local children
+      mapfile -t children < <(pgrep -P "$pid")
+      pids+=("${children[@]}")
+    fi
   done
   [ ${#pids[@]} -gt 0 ] || die "no MPI ranks (children of an orted) on $1"
   kill -KILL "${pids[@]}"

@@ -36,23 +36,24 @@ trap 'cluster down; rm -rf "$work"' EXIT
 model_sets() {
   case $1 in
     default) ;;
-    25M) echo "--set dstrain.model.n_layer=8 --set dstrain.model.n_embd=512 --set dstrain.model.block_size=64
-               --set train_micro_batch_size_per_gpu=2 --set train_batch_size=null" ;;
+    25M) echo "--set dstrain.model.n_layer=8 --set dstrain.model.n_embd=512 --set dstrain.model.block_size=64" \
+              "--set train_micro_batch_size_per_gpu=2 --set train_batch_size=null" ;;
     *) echo "multi_node.sh: unknown model $1" >&2; exit 2 ;;
   esac
 }
 # Sum of tx+rx over the cluster's nodes, one line per node.
 node_bytes() {
-  for node in $(cat "/run/dstrain-cluster/$name/nodes"); do
+  while read -r node; do
+    # shellcheck disable=SC2016
     ip netns exec "$name-$node" sh -c 'echo $(( $(cat /sys/class/net/eth0/statistics/tx_bytes) + $(cat /sys/class/net/eth0/statistics/rx_bytes) ))'
-  done
+  done < "/run/dstrain-cluster/$name/nodes"
 }
 
 printf "| model | layout | samples/s | bytes/step per node link (mean / max) | gradient bytes |\n|---|---|---|---|---|\n"
 for row in "${rows[@]}"; do
   model=${row%%:*} layout=${row##*:}
-  # shellcheck disable=SC2046
-  args=(--config "$root/configs/default.json" $(model_sets "$model") --set steps_per_print=1000
+  read -r -a sets <<< "$(model_sets "$model")"
+  args=(--config "$root/configs/default.json" "${sets[@]}" --set steps_per_print=1000
         --steps "$steps" --metrics "$work/metrics.jsonl")
   rm -f "$work/metrics.jsonl"
   case $layout in

@@ -33,7 +33,6 @@ cleanup() {
 trap cleanup EXIT
 cluster down
 cluster up 2 --rate 1gbit
-state=/run/dstrain-cluster/$name
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The dstrain ranks on a node: processes in its network namespace.
@@ -66,9 +65,9 @@ wait_for_step 2
 
 fail=0
 for node in node1 node2; do
-  pids=$(ranks_on "$node")
-  [ "$(echo $pids | wc -w)" -eq 2 ] || { echo "$node runs $(echo $pids | wc -w) dstrain ranks, expected 2"; fail=1; }
-  for pid in $pids; do
+  mapfile -t pids < <(ranks_on "$node")
+  [ ${#pids[@]} -eq 2 ] || { echo "$node runs ${#pids[@]} dstrain ranks, expected 2"; fail=1; }
+  for pid in "${pids[@]}"; do
     rank=$(rank_of "$pid") host=$(nsenter -t "$pid" -u hostname)
     expected=node$((rank / 2 + 1))
     echo "rank $rank: pid $pid, host $host"
