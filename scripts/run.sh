@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # dstrain's one entry point for a fresh Debian 12 machine (as root, or with sudo):
-#   scripts/run.sh train   install what is missing, build, run the main job (mpirun -np 2 dstrain)
+#   scripts/run.sh train   install what is missing, build, tokenize the Python docs once (build/data/),
+#                          train a small GPT on them (mpirun -np 2 dstrain, configs/first_run.json)
 #   scripts/run.sh test    install what is missing, build, run the whole test suite
 #   scripts/run.sh build   install what is missing and build
 # BUILD_DIR (default build/) and JOBS (default: number of cores) may be set in the environment.
@@ -10,7 +11,11 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 JOBS=${JOBS:-$(nproc)}
 PACKAGES=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread
-          libopenmpi-dev openmpi-bin liburing-dev libcli11-dev nlohmann-json3-dev catch2 fio iproute2)
+          libopenmpi-dev openmpi-bin liburing-dev libcli11-dev nlohmann-json3-dev catch2 fio iproute2
+          libpcre2-dev libsentencepiece-dev sentencepiece python3.11-doc)
+# The first run's corpus: the reStructuredText sources of the Python 3.11 documentation that
+# python3.11-doc installs (11 MB of English, PSF licence; docs/getting-started.md says why).
+CORPUS=/usr/share/doc/python3.11/html/_sources
 
 install_missing() {
   local missing=()
@@ -46,19 +51,38 @@ if grep -q '^Seccomp:[[:space:]]*[12]' /proc/self/status 2>/dev/null ||
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
 fi
 
+# The first run's data, made once and kept in $BUILD_DIR/data: a 4096-piece SentencePiece model
+# learned by spm_train on the corpus, then the corpus as llm.c token files (5% of each document
+# for validation). The validation file is written last, so its presence means all is there.
+prepare_first_run_data() {
+  local data=$BUILD_DIR/data
+  [ -f "$data/python_docs_val.bin" ] && return
+  mkdir -p "$data"
+  local inputs
+  mapfile -t inputs < <(find "$CORPUS" -name '*.rst.txt' | LC_ALL=C sort)
+  echo "setup: learning a SentencePiece vocabulary on the Python docs (${#inputs[@]} files, once; about a minute)"
+  local list
+  list=$(IFS=,; echo "${inputs[*]}")
+  spm_train --input="$list" --model_prefix="$data/python_docs" --vocab_size=4096 --model_type=unigram \
+    --normalization_rule_name=identity --remove_extra_whitespaces=false --byte_fallback=true \
+    --input_sentence_size=200000 --shuffle_input_sentence=true --num_threads="$JOBS" --minloglevel=1
+  "$BUILD_DIR/apps/dstrain/dstrain" tokenize --tokenizer "spm:$data/python_docs.model" --input "${inputs[@]}" \
+    --out "$data/python_docs" --valid-fraction 0.05
+}
+
 case "${1:-}" in
   build)
     install_missing; build ;;
   train)
-    install_missing; build
+    install_missing; build; prepare_first_run_data
     shift
     mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/apps/dstrain/dstrain" \
-      --config "$ROOT/configs/default.json" "$@" ;;
+      --config "$ROOT/configs/first_run.json" --set dstrain.data.path="$BUILD_DIR/data/python_docs_train.bin" "$@" ;;
   test)
     install_missing; build
     start=$SECONDS
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
     echo "setup: test suite finished in $((SECONDS - start)) s" ;;
   *)
-    sed -n '2,6p' "$0" >&2; exit 2 ;;
+    sed -n '2,7p' "$0" >&2; exit 2 ;;
 esac
