@@ -15,13 +15,12 @@
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
-#include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
-#include "dstrain/engine/models/loss.hpp"
 #include "dstrain/io/crc32c.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
+#include "training_loop.hpp"
 
 namespace {
 
@@ -49,22 +48,7 @@ std::shared_ptr<Engine> make_engine(const nlohmann::json& config, std::shared_pt
   return ds::initialize(model, ds::Config::from_json(config), group ? group : ds::comm::init_distributed("mpi"));
 }
 
-std::vector<double> train(Engine& engine, int steps) {
-  auto source = ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 3}}, 64, 16);
-  auto& group = engine.dp_group();
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) {
-    ds::data::Batch batch = source->batch(engine.global_steps(), 0, group.rank(), group.world_size(),
-                                          engine.train_micro_batch_size_per_gpu());
-    at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
-    engine.backward(loss);
-    engine.step();
-    at::Tensor mean = torch::tensor({loss.item<double>()}, torch::kDouble);
-    group.all_reduce(mean, ds::comm::ReduceOp::Avg);
-    losses.push_back(mean.item<double>());
-  }
-  return losses;
-}
+using training_loop::train;
 
 // A fresh directory per test and world size (the 1-, 2- and 4-rank runs may overlap).
 std::string fresh_dir(const std::string& name) {

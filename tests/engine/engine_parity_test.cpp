@@ -14,6 +14,7 @@
 #include "dstrain/zero/gathered_parameters.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
+#include "training_loop.hpp"
 
 namespace {
 
@@ -38,16 +39,12 @@ ds::Config make_config(int stage, int micro, int accumulation) {
   });
 }
 
-std::unique_ptr<ds::data::TokenSource> make_source() {
-  return ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 3}}, 64, 16);
-}
-
 // The global batch loss of each step, computed by plain LibTorch on one process.
 std::vector<double> reference_losses(int steps, int global_batch) {
   torch::manual_seed(kSeed);
   ds::models::GPT model(ds::models::GPTConfig::from_json(model_block()));
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(kLr).weight_decay(0.01));
-  auto source = make_source();
+  auto source = training_loop::synthetic_source();
   std::vector<double> losses;
   for (int step = 0; step < steps; ++step) {
     optimizer.zero_grad();
@@ -66,25 +63,9 @@ struct Run {
   ds::ModelStateBytes bytes;
 };
 
-Run train(ds::EngineCore& engine, ds::Engine<ds::models::GPT>& typed, int steps) {
-  auto source = make_source();
-  auto& group = engine.dp_group();
+Run train(ds::Engine<ds::models::GPT>& engine, int steps) {
   Run run;
-  for (int s = 0; s < steps; ++s) {
-    const int64_t step = engine.global_steps();
-    double sum = 0;
-    for (int a = 0; a < engine.gradient_accumulation_steps(); ++a) {
-      ds::data::Batch batch = source->batch(step, a, group.rank(), group.world_size(),
-                                            engine.train_micro_batch_size_per_gpu());
-      at::Tensor loss = ds::models::cross_entropy_loss(typed.forward(batch.inputs), batch.targets);
-      engine.backward(loss);
-      engine.step();
-      sum += loss.item<double>();
-    }
-    at::Tensor mean = torch::tensor({sum / engine.gradient_accumulation_steps()}, torch::kDouble);
-    group.all_reduce(mean, ds::comm::ReduceOp::Avg);
-    run.losses.push_back(mean.item<double>());
-  }
+  run.losses = training_loop::train(engine, steps);
   run.bytes = engine.model_state_bytes();
   return run;
 }
@@ -119,13 +100,13 @@ TEST_CASE("every ZeRO stage reproduces a plain LibTorch loop", "[mpi][engine]") 
     const int micro = kGlobalBatch / (world * accumulation);
     auto engine = make_engine(stage, micro, accumulation);
     INFO("ZeRO stage " << stage << ", world " << world << ", accumulation " << accumulation);
-    Run run = train(*engine, *engine, kSteps);
+    Run run = train(*engine, kSteps);
     require_close(run.losses, expected, 1e-5);
     bytes.push_back(run.bytes);
     if (stage == 0) {
       // Same seed, same world size: the very same losses, bit for bit.
       auto again = make_engine(stage, micro, accumulation);
-      REQUIRE(train(*again, *again, kSteps).losses == run.losses);
+      REQUIRE(train(*again, kSteps).losses == run.losses);
     }
   }
   // Model-state bytes per rank: partitioning must pay off as the ZeRO paper counts it.
@@ -147,7 +128,7 @@ TEST_CASE("bf16 training at every ZeRO stage", "[mpi][engine]") {
   for (int stage = 0; stage <= 3; ++stage) {
     auto engine = make_engine(stage, 48 / (world * 2), 2, /*bf16=*/true);
     INFO("bf16, ZeRO stage " << stage << ", world " << world);
-    const std::vector<double> losses = train(*engine, *engine, kSteps).losses;
+    const std::vector<double> losses = train(*engine, kSteps).losses;
     require_close(losses, fp32, 2e-2);
     if (stage == 0)
       stage0 = losses;
@@ -163,16 +144,16 @@ TEST_CASE("a checkpoint resumes with the same losses under another stage", "[mpi
   std::vector<double> uninterrupted;
   {
     auto engine = make_engine(1, micro, 1);
-    train(*engine, *engine, 4);
+    train(*engine, 4);
     engine->save_checkpoint(dir, "mid");
-    uninterrupted = train(*engine, *engine, 4).losses;
+    uninterrupted = train(*engine, 4).losses;
   }
   for (int stage : {0, 3}) {
     INFO("resumed under stage " << stage);
     auto engine = make_engine(stage, micro, 1);
     engine->load_checkpoint(dir);
     REQUIRE(engine->global_steps() == 4);
-    require_close(train(*engine, *engine, 4).losses, uninterrupted, 1e-6);
+    require_close(train(*engine, 4).losses, uninterrupted, 1e-6);
   }
 }
 
@@ -186,7 +167,7 @@ TEST_CASE("dstrain estimate predicts the measured model-state bytes of every sta
   const auto estimates = estimate_model_state(numels, make_config(0, 2, 1), world);
   for (int stage = 0; stage <= 3; ++stage) {
     auto engine = make_engine(stage, 12 / world, 1);
-    train(*engine, *engine, 1);
+    train(*engine, 1);
     const ds::ModelStateBytes measured = engine->model_state_bytes();
     INFO("stage " << stage << ", world " << world);
     REQUIRE(measured.parameters == estimates[stage].after_step.parameters);
@@ -199,7 +180,7 @@ TEST_CASE("a checkpoint's weights export to a file torch::load reads", "[mpi][en
   const std::string dir = (std::filesystem::temp_directory_path() / "dstrain_export_test").string();
   const int world = ds::comm::get_world_size();
   auto engine = make_engine(3, 12 / world, 1);
-  train(*engine, *engine, 2);
+  train(*engine, 2);
   engine->save_checkpoint(dir, "final");
   const auto weights = engine->consolidated_weights();
   {

@@ -24,6 +24,7 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "training_loop.hpp"
 
 namespace {
 
@@ -102,22 +103,7 @@ std::shared_ptr<Engine> make_engine(int stage, const Offload& offload, const std
                         ds::comm::init_distributed("mpi"));
 }
 
-// Steps [first, last) of the same synthetic data; the global mean loss of each.
-std::vector<double> train(Engine& engine, int64_t first, int64_t last) {
-  auto source = ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 3}}, 64, 16);
-  auto& group = engine.dp_group();
-  std::vector<double> losses;
-  for (int64_t step = first; step < last; ++step) {
-    ds::data::Batch batch = source->batch(step, 0, group.rank(), group.world_size(), engine.train_micro_batch_size_per_gpu());
-    at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
-    engine.backward(loss);
-    engine.step();
-    at::Tensor mean = torch::tensor({loss.item<double>()}, torch::kDouble);
-    group.all_reduce(mean, ds::comm::ReduceOp::Avg);
-    losses.push_back(mean.item<double>());
-  }
-  return losses;
-}
+using training_loop::train;
 
 void require_same_weights(Engine& a, Engine& b) {
   const auto wa = a.consolidated_weights(), wb = b.consolidated_weights();
@@ -183,7 +169,7 @@ TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", 
   constexpr int kSteps = 20;
   for (int stage = 1; stage <= 3; ++stage) {
     auto reference = make_engine(stage, {}, nvme);
-    const std::vector<double> expected = train(*reference, 0, kSteps);
+    const std::vector<double> expected = train(*reference, kSteps);
     // Every pipelining choice at stage 2; none and both at stages 1 and 3 (the step is the same code).
     for (int pipelining = 0; pipelining < 4; ++pipelining) {
       if (stage != 2 && (pipelining == 1 || pipelining == 2)) continue;
@@ -210,7 +196,7 @@ TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", 
           REQUIRE(swap.sub_groups() == (shard + 3071) / 3072);
           engine->take_swap_stats();  // the initial writes
 
-          const std::vector<double> losses = train(*engine, 0, kSteps);
+          const std::vector<double> losses = train(*engine, kSteps);
           REQUIRE(losses == expected);  // bitwise
           require_same_weights(*reference, *engine);
           // Each step reads the four files whole once, writes the optimizer's three back and the
@@ -296,7 +282,7 @@ TEST_CASE("NVMe offload of SGD's momentum matches in memory", "[mpi][offload]") 
   auto reference = make_engine(2, plain, nvme);
   auto engine = make_engine(2, offload, nvme);
   REQUIRE(engine->optimizer_swapper()->names() == std::vector<std::string>{"master", "momentum_buffer"});
-  REQUIRE(train(*engine, 0, 10) == train(*reference, 0, 10));
+  REQUIRE(train(*engine, 10) == train(*reference, 10));
   require_same_weights(*reference, *engine);
 }
 
@@ -308,17 +294,17 @@ TEST_CASE("checkpoints move between offloaded and in-memory runs", "[mpi][offloa
   offload.pipeline_read = offload.pipeline_write = true;
   for (int stage : {1, 3}) {
     auto reference = make_engine(stage, {}, nvme);
-    const std::vector<double> expected = train(*reference, 0, 12);
+    const std::vector<double> expected = train(*reference, 12);
     const std::vector<double> tail(expected.begin() + 6, expected.end());
     for (bool save_offloaded : {true, false}) {
       DYNAMIC_SECTION("stage " << stage << ", saved " << (save_offloaded ? "offloaded" : "in memory")) {
         auto first = make_engine(stage, save_offloaded ? offload : Offload{}, nvme);
-        train(*first, 0, 6);
+        train(*first, 6);
         first->save_checkpoint(dir, "mid");
         auto second = make_engine(stage, save_offloaded ? Offload{} : offload, nvme);
         second->load_checkpoint(dir, "mid");
         REQUIRE(second->global_steps() == 6);
-        REQUIRE(train(*second, 6, 12) == tail);
+        REQUIRE(train(*second, 6) == tail);
         require_same_weights(*reference, *second);
       }
     }
@@ -347,10 +333,10 @@ TEST_CASE("a swap file cut short mid-run ends the step with the file and offset"
   offload.on = true;
   offload.pipeline_read = true;
   auto engine = make_engine(2, offload, nvme);
-  train(*engine, 0, 2);
+  train(*engine, 2);
   const std::string victim = engine->optimizer_swapper()->path_of(2);  // exp_avg_sq
   REQUIRE(::truncate(victim.c_str(), 8192) == 0);
-  const ds::Error error = caught_error([&] { train(*engine, 2, 3); });
+  const ds::Error error = caught_error([&] { train(*engine, 1); });
   CHECK(error.path() == victim);
   REQUIRE(error.offset().has_value());
   CHECK(*error.offset() >= 8192);
@@ -360,7 +346,7 @@ TEST_CASE("NVMe parameter offload, alone and with the optimizer's, reproduces th
   const std::string nvme = nvme_dir("params");
   constexpr int kSteps = 20;
   auto reference = make_engine(3, {}, nvme);
-  const std::vector<double> expected = train(*reference, 0, kSteps);
+  const std::vector<double> expected = train(*reference, kSteps);
   const int64_t in_memory_bytes = reference->model_state_bytes().parameters;
   struct Case {
     const char* name;
@@ -390,7 +376,7 @@ TEST_CASE("NVMe parameter offload, alone and with the optimizer's, reproduces th
         engine->take_swap_stats();  // the initial writes
 
         const auto start = std::chrono::steady_clock::now();
-        REQUIRE(train(*engine, 0, kSteps) == expected);  // bitwise
+        REQUIRE(train(*engine, kSteps) == expected);  // bitwise
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         require_same_weights(*reference, *engine);
         // Each step writes every swapped chunk once (plus the optimizer's three files and the
@@ -473,17 +459,17 @@ TEST_CASE("checkpoints move between runs with parameters on NVMe and in memory",
   offload.params = true;
   offload.on = true;
   auto reference = make_engine(3, {}, nvme);
-  const std::vector<double> expected = train(*reference, 0, 12);
+  const std::vector<double> expected = train(*reference, 12);
   const std::vector<double> tail(expected.begin() + 6, expected.end());
   for (bool save_offloaded : {true, false}) {
     DYNAMIC_SECTION("saved " << (save_offloaded ? "offloaded" : "in memory")) {
       auto first = make_engine(3, save_offloaded ? offload : Offload{}, nvme);
-      train(*first, 0, 6);
+      train(*first, 6);
       first->save_checkpoint(dir, "mid");
       auto second = make_engine(3, save_offloaded ? Offload{} : offload, nvme);
       second->load_checkpoint(dir, "mid");
       REQUIRE(second->global_steps() == 6);
-      REQUIRE(train(*second, 6, 12) == tail);
+      REQUIRE(train(*second, 6) == tail);
       require_same_weights(*reference, *second);
     }
   }
@@ -514,10 +500,10 @@ TEST_CASE("a parameter swap file cut short mid-run ends the forward with the fil
   Offload offload;
   offload.params = true;
   auto engine = make_engine(3, offload, nvme);
-  train(*engine, 0, 2);
+  train(*engine, 2);
   const std::string victim = engine->parameter_coordinator()->swapper()->path();
   REQUIRE(::truncate(victim.c_str(), 8192) == 0);
-  const ds::Error error = caught_error([&] { train(*engine, 2, 3); });
+  const ds::Error error = caught_error([&] { train(*engine, 1); });
   CHECK(error.path() == victim);
   REQUIRE(error.offset().has_value());
   CHECK(*error.offset() >= 8192);

@@ -20,6 +20,7 @@
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/io/crc32c.hpp"
+#include "training_loop.hpp"
 
 namespace optimizer_reference {
 
@@ -57,24 +58,9 @@ inline double mean_over_ranks(double value) {
   return t.item<double>();
 }
 
-// The global batch loss of each step.
+// The global batch loss of each step, on the data the reference trains on.
 inline std::vector<double> train(ds::Engine<ds::models::GPT>& engine, int steps) {
-  auto source = make_source();
-  const int rank = ds::comm::get_rank(), world = ds::comm::get_world_size();
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) {
-    const int64_t step = engine.global_steps();
-    double sum = 0;
-    for (int a = 0; a < kAccumulation; ++a) {
-      ds::data::Batch batch = source->batch(step, a, rank, world, kMicro);
-      at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
-      engine.backward(loss);
-      engine.step();
-      sum += loss.item<double>();
-    }
-    losses.push_back(mean_over_ranks(sum / kAccumulation));
-  }
-  return losses;
+  return training_loop::train(engine, steps, *make_source());
 }
 
 // DeepSpeed's compressed allreduce as tests/comm simulates it: each rank's scaled signs gathered

@@ -11,14 +11,13 @@
 #include <fstream>
 
 #include "dstrain/comm/distributed.hpp"
-#include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
-#include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/init.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "training_loop.hpp"
 
 namespace {
 
@@ -107,21 +106,7 @@ int64_t check_chunks(ds::models::GPT& whole, ds::models::GPT& built) {
   return file_bytes;
 }
 
-std::vector<double> train(Engine& engine, int64_t steps) {
-  auto source = ds::data::make_token_source(nlohmann::json{{"type", "synthetic"}, {"seed", 3}}, 64, 16);
-  auto& group = engine.dp_group();
-  std::vector<double> losses;
-  for (int64_t step = 0; step < steps; ++step) {
-    ds::data::Batch batch = source->batch(step, 0, group.rank(), group.world_size(), engine.train_micro_batch_size_per_gpu());
-    at::Tensor loss = ds::models::cross_entropy_loss(engine.forward(batch.inputs), batch.targets);
-    engine.backward(loss);
-    engine.step();
-    at::Tensor mean = torch::tensor({loss.item<double>()}, torch::kDouble);
-    group.all_reduce(mean, ds::comm::ReduceOp::Avg);
-    losses.push_back(mean.item<double>());
-  }
-  return losses;
-}
+using training_loop::train;
 
 void require_same_weights(Engine& a, Engine& b) {
   const auto wa = a.consolidated_weights(), wb = b.consolidated_weights();
