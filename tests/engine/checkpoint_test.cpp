@@ -59,11 +59,14 @@ std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
-// Runs `body` on rank 0 only, the others waiting: edits to the shared checkpoint files.
+// Runs `body` on rank 0 only, the others waiting: edits to the shared checkpoint files. The first
+// barrier keeps the edit from racing a rank still reading those files for the statement before.
 template <class Fn>
 void on_rank0(Fn body) {
-  if (ds::comm::get_rank() == 0) body();
-  ds::comm::init_distributed("mpi")->barrier();
+  ds::comm::Backend& world = *ds::comm::init_distributed("mpi");
+  world.barrier();
+  if (world.rank() == 0) body();
+  world.barrier();
 }
 
 // The error `body` throws (on every rank), as text.
