@@ -131,6 +131,16 @@ TEST_CASE("the stages hold the GPT's layers, cut by pipeline.partition", "[mpi][
   CHECK(static_cast<bool>(engine.module()->ln_f) == (stage == stages - 1));
 }
 
+TEST_CASE("pipeline.partition type:<regex> balances the layers of that type", "[mpi][pipeline]") {
+  auto world = ds::comm::init_distributed("mpi");
+  const int stages = world->world_size();
+  // Embedding, four blocks, head; "type:block" weighs the blocks only (ignoring case).
+  ds::PipelineEngine engine(model_config(4), make_config(stages, 2, 1, 0, "type:block"), world);
+  const ds::pipe::StageBounds expected =
+      stages == 2 ? ds::pipe::StageBounds{0, 3, 6} : ds::pipe::StageBounds{0, 2, 3, 4, 6};
+  REQUIRE(engine.bounds() == expected);
+}
+
 TEST_CASE("unsupported pipeline configs are rejected by name", "[mpi][pipeline]") {
   auto world = ds::comm::init_distributed("mpi");
   const int world_size = world->world_size();
@@ -145,6 +155,7 @@ TEST_CASE("unsupported pipeline configs are rejected by name", "[mpi][pipeline]"
   CHECK(key_of(make_config(2, 2, world_size / 2, 2, "parameters"), 2) == "zero_optimization.stage");
   CHECK(key_of(make_config(2, 2, world_size / 2, 3, "parameters"), 2) == "zero_optimization.stage");
   CHECK(key_of(make_config(world_size + 1, 1, 1, 0, "uniform"), 2) == "pipeline.stages");
+  CHECK(key_of(make_config(2, 2, world_size / 2, 0, "type:transformer"), 2) == "pipeline.partition");
   if (world_size == 4) {
     CHECK(key_of(make_config(4, 2, 1, 0, "parameters"), 1) == "pipeline.stages");  // 3 layers, 4 stages
   }
