@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dstrain's one entry point for a fresh Debian 12 machine (as root, or with sudo):
 #   scripts/run.sh train   install what is missing, build, tokenize the Python docs once (build/data/),
-#                          train a small GPT on them (mpirun -np 2 dstrain, configs/first_run.json)
+#                          train a small GPT on them (mpirun -np 2 dstrain, configs/first_run.json);
+#                          with --config FILE, that config instead (e.g. configs/hf_zero3_auto.json)
 #   scripts/run.sh test    install what is missing, build, run the whole test suite
 #   scripts/run.sh build   install what is missing and build
 # BUILD_DIR (default build/) and JOBS (default: number of cores) may be set in the environment.
@@ -74,10 +75,15 @@ case "${1:-}" in
   build)
     install_missing; build ;;
   train)
-    install_missing; build; prepare_first_run_data
+    install_missing; build
     shift
-    mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/apps/dstrain/dstrain" \
-      --config "$ROOT/configs/first_run.json" --set dstrain.data.path="$BUILD_DIR/data/python_docs_train.bin" "$@" ;;
+    # A --config of the caller's (e.g. configs/hf_zero3_auto.json) replaces the first run's config and data.
+    first_run=(--config "$ROOT/configs/first_run.json" --set dstrain.data.path="$BUILD_DIR/data/python_docs_train.bin")
+    for arg in "$@"; do
+      case $arg in -c|--config|--config=*) first_run=() ;; esac
+    done
+    [ ${#first_run[@]} -gt 0 ] && prepare_first_run_data
+    mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/apps/dstrain/dstrain" "${first_run[@]}" "$@" ;;
   test)
     install_missing; build
     start=$SECONDS

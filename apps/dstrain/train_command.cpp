@@ -31,24 +31,6 @@
 namespace ds::app {
 namespace {
 
-// "--set dstrain.model.n_layer=4": a dotted path into the config JSON and a JSON (or string) value.
-void apply_override(nlohmann::json& json, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0) throw Error("--set expects KEY=VALUE, got '" + assignment + "'");
-  const std::string key = assignment.substr(0, eq);
-  const std::string text = assignment.substr(eq + 1);
-  nlohmann::json* node = &json;
-  for (size_t start = 0;;) {
-    const size_t dot = key.find('.', start);
-    (*node)[key.substr(start, dot - start)];
-    node = &(*node)[key.substr(start, dot - start)];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  *node = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (node->is_discarded()) *node = text;
-}
-
 // A CLI11 check that the value is at least `minimum` (above it when `strict`), whose message says
 // so with the value given: "--steps: must be >= 1, got 0".
 CLI::Validator at_least(int64_t minimum, bool strict = false) {
@@ -129,8 +111,11 @@ int run_training(const TrainOptions& options) {
     throw Error("--save-interval and --keep-last need --save-dir");
   // Before anything slow: a signal while the model is built still stops the run at step 1.
   Preemption preemption(parse_signal_list(options.preempt_signals), options.preempt_timeout_seconds);
-  nlohmann::json json = Config::from_file(options.config_path).to_json();
-  for (const std::string& assignment : options.overrides) apply_override(json, assignment);
+  // The file as written, so that --set (and --steps, for "auto" total steps) land before any
+  // "auto" is resolved.
+  nlohmann::json json = Config::parse_file(options.config_path);
+  for (const std::string& assignment : options.overrides) Config::apply_override(json, assignment);
+  if (options.steps > 0) Config::apply_override(json, "dstrain.steps=" + std::to_string(options.steps));
   Config config = Config::from_json(json);
 
   const nlohmann::json& block = config.dstrain_block();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/json_block.hpp"
 #include "dstrain/runtime/json_excerpt.hpp"
@@ -58,7 +59,7 @@ void check_model_type(const nlohmann::json& model) {
 
 TrainerBlock read_trainer_block(const nlohmann::json& block) {
   for (const auto& item : block.items())
-    if (std::find(kKeys.begin(), kKeys.end(), item.key()) == kKeys.end())
+    if (std::find(kKeys.begin(), kKeys.end(), item.key()) == kKeys.end() && !Config::is_auto_setting(item.key()))
       throw Error("unknown key" + suggestion(item.key()) + "; the dstrain block holds " + listed(kKeys))
           .with_key("dstrain." + item.key());
   JsonBlock keys(block, "dstrain");

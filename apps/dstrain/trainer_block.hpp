@@ -4,6 +4,7 @@
 //   "steps":   optimizer steps to train, > 0 (default 100; --steps overrides)
 //   "device", "backend": where it runs (placement.hpp)
 //   "memory_limit": the memory planner's budget (engine/memory_budget.hpp reads it)
+//   HF's TrainingArguments names ("learning_rate", ...): what "auto" values become (ds::Config reads them)
 // Any other key is an error naming it and, when one is close, the key it probably meant.
 #pragma once
 

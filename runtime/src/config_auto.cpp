@@ -219,3 +219,15 @@ const json* AutoValues::value_for(const std::string& path) const {
 const std::string& AutoValues::source_of(const std::string& path) const { return entry(path).source; }
 
 }  // namespace ds::config_detail
+
+namespace ds {
+
+bool Config::is_auto_setting(const std::string& name) {
+  static const std::vector<std::string> kSettings = {
+      "per_device_train_batch_size", "gradient_accumulation_steps", "max_grad_norm", "learning_rate", "adam_beta1",
+      "adam_beta2", "adam_epsilon", "weight_decay", "steps", "warmup_steps", "warmup_ratio", "fp16", "bf16",
+  };
+  return std::find(kSettings.begin(), kSettings.end(), name) != kSettings.end();
+}
+
+}  // namespace ds

@@ -62,8 +62,10 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   config_.check_trainable();
   const int stage = config_.zero_optimization().stage;
 
-  if (config_.fp16().enabled)
-    log::warn("fp16 on CPU: LibTorch lacks most Half kernels on the CPU; prefer bf16 there (fp16 is for GPUs)");
+  if (config_.fp16().enabled && !model_->parameters().empty() && model_->parameters().front().device().is_cpu())
+    throw Error("fp16 needs a GPU, and this model is on the CPU, where LibTorch lacks most Half kernels (LayerNorm "
+                "fails at the first step); use bf16.enabled there")
+        .with_key("fp16.enabled");
   model_->to(model_dtype(config_));
   for (auto& item : model_->named_parameters()) {
     if (!item.value().requires_grad()) continue;

@@ -291,6 +291,9 @@ class Config {
   bool is_auto(const std::string& path) const;
   // True where the config set this key (or block) to a value: not absent, null or "auto".
   bool given(const std::string& path) const;
+  // Whether `name` is a setting of the "dstrain" block that "auto" values are resolved from (HF's
+  // TrainingArguments names: "learning_rate", "per_device_train_batch_size", ...; docs/config.md).
+  static bool is_auto_setting(const std::string& name);
   // The keys this config sets (away from DeepSpeed's default, or a kept block that is enabled) that
   // dstrain accepts but does not act on yet, e.g. "zero_optimization.offload_optimizer"; the engine
   // warns once about each at start. The table is runtime/src/config_not_acted_on.cpp.
