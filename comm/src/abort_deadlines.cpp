@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 
 namespace ds::comm {
@@ -65,10 +66,14 @@ void start_launcher_deadline(std::chrono::seconds grace) {
 }
 
 void start_exit_deadline(std::chrono::seconds grace) {
-  std::thread([grace] {
-    std::this_thread::sleep_for(grace);
-    ::_exit(1);
-  }).detach();
+  // On the way out already: without a thread to spare, MPI_Abort alone has to do.
+  try {
+    std::thread([grace] {
+      std::this_thread::sleep_for(grace);
+      ::_exit(1);
+    }).detach();
+  } catch (const std::system_error&) {
+  }
 }
 
 }  // namespace ds::comm
