@@ -26,7 +26,8 @@ constexpr double kRedrawSeconds = 0.1;
 // every kPlainLineSeconds.
 class Report {
  public:
-  Report(double total_bytes, bool bar) : total_mb_(total_bytes / 1e6), bar_(0, total_bytes / 1e6, "MB"), drawing_(bar) {}
+  Report(double total_bytes, bool bar)
+      : total_mb_(total_bytes / 1e6), bar_(0, total_bytes / 1e6, "MB"), drawing_(bar) {}
 
   void update(double done_bytes, size_t tokens) {
     const auto now = std::chrono::steady_clock::now();
@@ -56,7 +57,9 @@ class Report {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-std::vector<uint16_t> narrow(const std::vector<uint32_t>& ids) { return std::vector<uint16_t>(ids.begin(), ids.end()); }
+std::vector<uint16_t> narrow(const std::vector<uint32_t>& ids) {
+  return std::vector<uint16_t>(ids.begin(), ids.end());
+}
 
 }  // namespace
 
@@ -88,7 +91,9 @@ void run_tokenize(const TokenizeOptions& options) {
     const std::string text = tokenizer::read_text_file(input);
     ids.clear();
     try {
-      tokenizer->encode(text, ids, [&](size_t bytes) { report.update(done_bytes + bytes, train.size() + valid.size() + ids.size()); });
+      tokenizer->encode(text, ids, [&](size_t bytes) {
+        report.update(done_bytes + static_cast<double>(bytes), train.size() + valid.size() + ids.size());
+      });
     } catch (Error& e) {
       e.with_path(input);
       throw;
@@ -115,7 +120,8 @@ void run_tokenize(const TokenizeOptions& options) {
 }
 
 void add_tokenize_options(CLI::App& app, TokenizeOptions& options) {
-  app.add_option("--tokenizer", options.tokenizer, "gpt2:DIR (vocab.json, merges.txt) or spm:FILE (.model)")->required();
+  app.add_option("--tokenizer", options.tokenizer, "gpt2:DIR (vocab.json, merges.txt) or spm:FILE (.model)")
+      ->required();
   app.add_option("--input", options.inputs, "UTF-8 text files, one document each")->required();
   app.add_option("--out", options.out_prefix, "output prefix: writes PREFIX_train.bin and PREFIX_val.bin")->required();
   app.add_option("--valid-fraction", options.valid_fraction,

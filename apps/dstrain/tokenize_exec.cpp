@@ -13,7 +13,8 @@ namespace ds::app {
 namespace {
 
 [[noreturn]] void exec_tokenizer(const std::vector<std::string>& arguments) {
-  const std::string program = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dstrain-tokenize").string();
+  const std::string program =
+      (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dstrain-tokenize").string();
   std::vector<char*> argv{const_cast<char*>(program.c_str())};
   for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
   argv.push_back(nullptr);

@@ -83,10 +83,11 @@ void TrainReport::step(const StepFigures& f) {
           .with_errno(errno);
   }
   // The step's own time counts, so the first rate is already a measured one.
-  if (!bar_)
-    bar_.emplace(f.step - 1, steps_, "steps",
-                 std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                       std::chrono::duration<double>(f.seconds)));
+  if (!bar_) {
+    using Clock = std::chrono::steady_clock;
+    const auto step_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.seconds));
+    bar_.emplace(f.step - 1, steps_, "steps", Clock::now() - step_time);
+  }
   char loss_text[32];
   std::snprintf(loss_text, sizeof loss_text, "loss %.4f", f.loss);
   if (interactive_) bar_->draw(f.step, loss_text);

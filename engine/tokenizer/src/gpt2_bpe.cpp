@@ -182,7 +182,8 @@ void Gpt2Bpe::encode(std::string_view document, std::vector<uint32_t>& ids, cons
   size_t at = 0, reported = 0;
   while (at < document.size()) {
     // Every character starts a match of one of the alternatives, so each match begins at `at`.
-    const int found = pcre2_match(regex_->code, subject, document.size(), at, PCRE2_NO_UTF_CHECK, regex_->match, nullptr);
+    const int found =
+        pcre2_match(regex_->code, subject, document.size(), at, PCRE2_NO_UTF_CHECK, regex_->match, nullptr);
     const PCRE2_SIZE* span = pcre2_get_ovector_pointer(regex_->match);
     if (found < 0 || span[0] != at || span[1] <= at)
       throw Error("GPT-2's pattern found no piece (PCRE2 result " + std::to_string(found) + ")")
