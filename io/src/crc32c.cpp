@@ -33,6 +33,28 @@ const Tables& tables() {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const unsigned char* p, size_t size) {
+  // Three independent streams over thirds of a large buffer, combined after: the crc32
+  // instruction takes 3 cycles but starts one per cycle, so one stream runs at a third of the
+  // core's speed (measured here: 9.6 GB/s for one stream).
+  if (size >= 3 * 4096) {
+    const size_t third = size / 3 / 8 * 8;
+    const unsigned char* q = p + third;
+    const unsigned char* r = q + third;
+    uint64_t a = ~crc, b = 0xFFFFFFFFu, c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < third; i += 8) {
+      uint64_t wa, wb, wc;
+      std::memcpy(&wa, p + i, 8);
+      std::memcpy(&wb, q + i, 8);
+      std::memcpy(&wc, r + i, 8);
+      a = _mm_crc32_u64(a, wa);
+      b = _mm_crc32_u64(b, wb);
+      c = _mm_crc32_u64(c, wc);
+    }
+    const uint32_t ab = crc32c_combine(~static_cast<uint32_t>(a), ~static_cast<uint32_t>(b), static_cast<int64_t>(third));
+    crc = crc32c_combine(ab, ~static_cast<uint32_t>(c), static_cast<int64_t>(third));
+    p += 3 * third;
+    size -= 3 * third;
+  }
   uint64_t state = ~crc;
   for (; size >= 8; size -= 8, p += 8) {
     uint64_t word;

@@ -58,11 +58,17 @@ class SliceTransfer {
           free_slots_.pop_back();
           int64_t length = next_piece_length();
           slots_[slot] = Piece{slice_.buffer + next_, slice_.file_offset + next_, length};
-          if (file_.checksummed() && !reading()) checksum(slots_[slot]);
+          if (file_.checksummed() && !reading()) unsummed_.push_back(slots_[slot]);
           next_ += length;
           ++in_flight_;
           prepare(slot);
         }
+      }
+      // The pieces on the ring go to the device first; their checksums are taken while it works.
+      if (!unsummed_.empty()) {
+        if (io_uring_sq_ready(&ring_) > 0) submit();
+        for (const Piece& piece : unsummed_) checksum(piece);
+        unsummed_.clear();
       }
       if (in_flight_ == 0) {
         if (file_.checksummed() && !outcome_.error)
@@ -152,7 +158,7 @@ class SliceTransfer {
         prepare(slot);  // a short transfer: the remainder goes back to the ring
         return;
       }
-      if (file_.checksummed() && reading() && piece.done == piece.length) checksum(piece);
+      if (file_.checksummed() && reading() && piece.done == piece.length) unsummed_.push_back(piece);
     }
     free_slots_.push_back(slot);
     --in_flight_;
@@ -189,6 +195,7 @@ class SliceTransfer {
   int64_t next_ = 0;          // bytes of the slice already handed to pieces
   int in_flight_ = 0;         // pieces with an SQE prepared or submitted and no final CQE yet
   std::vector<RangeChecksum> checksums_;  // of the pieces done, checksummed requests only
+  std::vector<Piece> unsummed_;           // pieces whose checksum is still to be taken
   SliceOutcome outcome_;
 };
 

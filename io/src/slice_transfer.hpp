@@ -31,8 +31,9 @@ struct SliceOutcome {
 // Cuts the slice into pieces of at most settings.block_size bytes and keeps up to
 // settings.queue_depth of them in flight on ring. Returns once no piece is in flight, so the
 // buffer is free again even when the outcome carries an error. A checksummed request's pieces are
-// checksummed here, on the worker, while the others are in flight: a write's before it is
-// submitted, a read's once it has all its bytes.
+// checksummed here, on the worker, once the next pieces are submitted, so the device is never idle
+// for it: a write's as soon as it is on the ring (the buffer does not change while it is written),
+// a read's once it has all its bytes.
 SliceOutcome transfer_slice(io_uring& ring, const AioSettings& settings, const Slice& slice);
 
 }  // namespace ds::io

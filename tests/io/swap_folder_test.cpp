@@ -93,3 +93,26 @@ TEST_CASE("removing a name deletes its file", "[io][swap]") {
   REQUIRE(file_size(swap.path_of("gone")) == -1);
   REQUIRE_THROWS_AS(swap.remove("gone"), ds::Error);
 }
+
+TEST_CASE("a swap file changed behind the folder's back fails the swap_in's wait, naming it", "[io][swap]") {
+  TempDir dir;
+  RawAioHandle handle(AioSettings{64 * 1024, 8, false, true, 2});
+  SwapFolder swap(dir.path(), handle);
+  LockedBuffers locked;
+  char* buffer = static_cast<char*>(locked.allocate(256 * 1024));
+  const Bytes payload = random_bytes(256 * 1024, 9);
+  std::memcpy(buffer, payload.data(), payload.size());
+  swap.swap_out("state", buffer, 256 * 1024);
+  swap.wait();
+  swap.swap_in("state", buffer, 256 * 1024);
+  REQUIRE(swap.wait() == 1);  // untouched: no false alarm
+  plain_write(swap.path_of("state"), Bytes(8, 'x'), 100000);
+  swap.swap_in("state", buffer, 256 * 1024);
+  try {
+    swap.wait();
+    FAIL("no error");
+  } catch (const ds::Error& e) {
+    CHECK(e.path() == swap.path_of("state"));
+    CHECK(std::string(e.message()).find("CRC-32C") != std::string::npos);
+  }
+}
