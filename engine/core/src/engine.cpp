@@ -11,8 +11,8 @@
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/host_policy.hpp"
-#include "dstrain/engine/optim/gradient_clipping.hpp"
 #include "dstrain/engine/memory_plan.hpp"
+#include "dstrain/engine/optim/gradient_clipping.hpp"
 #include "dstrain/engine/optim/lamb.hpp"
 #include "dstrain/engine/optim/onebit_adam.hpp"
 #include "dstrain/engine/optim/onebit_lamb.hpp"
@@ -44,6 +44,29 @@ std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, con
   options.max_in_cpu = offload.max_in_cpu;
   options.aio = io::aio_settings(config.aio());
   return std::make_unique<zero::ParamSwapper>(std::move(options));
+}
+
+// offload_optimizer.device "nvme": the master shard, `optimizer`'s state and (outside the pipeline
+// engine) the gradient shard go to swap files (docs/offload.md).
+std::unique_ptr<zero::OptimizerSwapper> make_optimizer_swapper(const Config& config, int64_t shard_numel,
+                                                               ShardOptimizer& optimizer, int rank) {
+  const ZeroConfig& zero = config.zero_optimization();
+  zero::OptimizerSwapper::Options options;
+  options.nvme_path = zero.offload_optimizer.nvme_path;
+  options.rank = rank;
+  options.names = {"master"};
+  for (const auto& [name, tensor] : optimizer.state()) options.names.push_back(name);
+  options.shard_numel = shard_numel;
+  options.sub_group_size = zero.sub_group_size;
+  options.buffer_count = zero.offload_optimizer.buffer_count;
+  options.pipeline_read = zero.offload_optimizer.pipeline_read;
+  options.pipeline_write = zero.offload_optimizer.pipeline_write;
+  // The pipeline engine changes reduced gradients in place (the tied weight's sum, clipping by
+  // the whole pipeline's norm): under it the gradient shard stays in memory.
+  options.gradients = !config.pipeline().stages;
+  options.sum_of_squares = fused::sum_of_squares;
+  options.aio = io::aio_settings(config.aio());
+  return std::make_unique<zero::OptimizerSwapper>(std::move(options));
 }
 
 }  // namespace
@@ -81,64 +104,13 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   const int partitions = stage >= 1 ? group_->world_size() : 1;
   layout_ = std::make_unique<zero::ShardLayout>(params_, partitions, stage >= 1 ? group_->rank() : 0);
   const ZeroConfig& zero = config_.zero_optimization();
+  check_offload_devices(device);
   const bool nvme = zero.offload_optimizer.device == OffloadDevice::Nvme && stage >= 1;
-  if (nvme && !device.is_cpu())
-    throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
-        .with_key("zero_optimization.offload_optimizer.device");
   const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;  // stage 3 (check_trainable)
-  if (nvme_params && !device.is_cpu())
-    throw Error("offload_param to NVMe runs on CPU models only (this model is on " + device.str() + ")")
-        .with_key("zero_optimization.offload_param.device");
-  using Offload = std::pair<const char*, OffloadDevice>;
-  for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
-                                     Offload{"offload_param", zero.offload_param.device}})
-    if (offload == OffloadDevice::Cpu) {
-      if (device.is_cpu())
-        log::info("zero_optimization.", key, ".device \"cpu\": the model runs on the CPU, so its state already "
-                  "lives in host memory; nothing to move");
-      else
-        log::warn("zero_optimization.", key, ".device \"cpu\" is accepted but not acted on for a model on ",
-                  device.str(), " (docs/offload.md)");
-    }
   // Offloaded, the optimizer holds no state of its own: it steps the swapped-in sub-groups.
   optimizer_ = make_optimizer(device, nvme ? 0 : layout_->shard_numel());
-  if (nvme) {
-    at::NoGradGuard no_grad;
-    zero::OptimizerSwapper::Options options;
-    options.nvme_path = zero.offload_optimizer.nvme_path;
-    options.rank = group_->rank();
-    options.names = {"master"};
-    for (const auto& [name, tensor] : optimizer_->state()) options.names.push_back(name);
-    options.shard_numel = layout_->shard_numel();
-    options.sub_group_size = zero.sub_group_size;
-    options.buffer_count = zero.offload_optimizer.buffer_count;
-    options.pipeline_read = zero.offload_optimizer.pipeline_read;
-    options.pipeline_write = zero.offload_optimizer.pipeline_write;
-    // The pipeline engine changes reduced gradients in place (the tied weight's sum, clipping by
-    // the whole pipeline's norm): under it the gradient shard stays in memory.
-    options.gradients = !config_.pipeline().stages;
-    options.sum_of_squares = fused::sum_of_squares;
-    options.aio = io::aio_settings(config_.aio());
-    swapper_ = std::make_unique<zero::OptimizerSwapper>(std::move(options));
-    // The master shard goes to its file a sub-group at a time, never whole in memory: each
-    // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).
-    swapper_->fill(0, [&](int64_t begin, int64_t count, float* dst) {
-      const at::Tensor group = at::from_blob(dst, {count}, at::kFloat);
-      for (size_t i = 0; i < params_.size(); ++i) {
-        const zero::ParamSlot& slot = layout_->slot(i);
-        const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(begin + count, slot.shard_offset + slot.chunk);
-        if (lo >= hi) continue;
-        at::Tensor chunk = at::empty({slot.chunk}, at::kFloat);
-        layout_->copy_rank_chunk(i, params_[i].detach(), chunk);
-        group.narrow(0, lo - begin, hi - lo).copy_(chunk.narrow(0, lo - slot.shard_offset, hi - lo));
-      }
-    });
-  } else {
-    at::NoGradGuard no_grad;
-    master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
-    for (size_t i = 0; i < params_.size(); ++i)
-      layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
-  }
+  if (nvme) swapper_ = make_optimizer_swapper(config_, layout_->shard_numel(), *optimizer_, group_->rank());
+  build_master_shard(device);
 
   zero::GradientReducer::TakenFn on_taken;
   if (stage == 3) on_taken = [this](size_t i) { on_gradient_taken(i); };
@@ -168,6 +140,50 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
 }
 
 EngineCore::~EngineCore() = default;
+
+void EngineCore::check_offload_devices(at::Device device) const {
+  const ZeroConfig& zero = config_.zero_optimization();
+  if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.stage >= 1 && !device.is_cpu())
+    throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
+        .with_key("zero_optimization.offload_optimizer.device");
+  if (zero.offload_param.device == OffloadDevice::Nvme && !device.is_cpu())
+    throw Error("offload_param to NVMe runs on CPU models only (this model is on " + device.str() + ")")
+        .with_key("zero_optimization.offload_param.device");
+  using Offload = std::pair<const char*, OffloadDevice>;
+  for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
+                                     Offload{"offload_param", zero.offload_param.device}})
+    if (offload == OffloadDevice::Cpu) {
+      if (device.is_cpu())
+        log::info("zero_optimization.", key, ".device \"cpu\": the model runs on the CPU, so its state already "
+                  "lives in host memory; nothing to move");
+      else
+        log::warn("zero_optimization.", key, ".device \"cpu\" is accepted but not acted on for a model on ",
+                  device.str(), " (docs/offload.md)");
+    }
+}
+
+void EngineCore::build_master_shard(at::Device device) {
+  at::NoGradGuard no_grad;
+  if (!swapper_) {
+    master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
+    for (size_t i = 0; i < params_.size(); ++i)
+      layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
+    return;
+  }
+  // The master shard goes to its file a sub-group at a time, never whole in memory: each
+  // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).
+  swapper_->fill(0, [&](int64_t begin, int64_t count, float* dst) {
+    const at::Tensor group = at::from_blob(dst, {count}, at::kFloat);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const zero::ParamSlot& slot = layout_->slot(i);
+      const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(begin + count, slot.shard_offset + slot.chunk);
+      if (lo >= hi) continue;
+      at::Tensor chunk = at::empty({slot.chunk}, at::kFloat);
+      layout_->copy_rank_chunk(i, params_[i].detach(), chunk);
+      group.narrow(0, lo - begin, hi - lo).copy_(chunk.narrow(0, lo - slot.shard_offset, hi - lo));
+    }
+  });
+}
 
 // The optimizers that need the group (they communicate) or the layout (per-parameter norms) are
 // built here; the others by make_shard_optimizer.

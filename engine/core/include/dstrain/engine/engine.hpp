@@ -132,6 +132,10 @@ class EngineCore {
   // The registry that wall_clock_breakdown fills; null when it is off.
   TimerRegistry* breakdown_timers() { return config_.training().wall_clock_breakdown ? &timers_ : nullptr; }
   void broadcast_parameters();
+  // The checks of offload against the model's device (NVMe needs a CPU model; "cpu" is logged).
+  void check_offload_devices(at::Device device) const;
+  // The fp32 master shard from the model's weights: master_, or, offloaded, swapper_'s file.
+  void build_master_shard(at::Device device);
   // Hooks the GradientReducer runs inside backward's autograd pass. on_gradient_taken: parameter
   // i's gradient was packed into its bucket, so stage 3 may release the whole parameter.
   void on_gradient_taken(size_t param_index);
