@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # ZeRO-Infinity optimizer and parameter offload (docs/offload.md): three measurements with the trainer.
 #   Usage: bench/offload/offload_bench.sh [BUILD_DIR] [NVME_FOLDER] [what...]
-#   what: bandwidth | overhead | memcap (default: all three)
+#   what: bandwidth | checksum | overhead | memcap (default: all four)
 #
 # bandwidth  swap GB/s inside the step (pipelining off, so each transfer's queue-to-completion
 #            time is the transfer itself) against ds_io at the same aio settings, same folder,
 #            moving one swap_in's bytes (4 files x one sub-group: 3 optimizer shards and the
 #            gradient) as one request; then the same for the parameters (ZeRO-3, one buffer,
 #            ds_io moving one buffer); RUNS alternations.
+# checksum   the swappers' CRC-32C (computed on the handle's workers) against the swap bandwidth:
+#            ds_io at the same aio settings moving CHECKSUM_BYTES (default 128M) with and without
+#            --checksum, alternating RUNS times, write then read; medians and their ratio.
 # overhead   median step seconds in memory vs offloaded with pipelining off / read+write on, and the
 #            median seconds the step waited on I/O (nvme_wait_seconds); RUNS alternations.
 # memcap     the GPT of issue 13 (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
@@ -25,7 +28,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 nvme=${2:-$build/offload_bench_nvme}
 shift $(( $# > 2 ? 2 : $# ))
-what=${*:-bandwidth overhead memcap}
+what=${*:-bandwidth checksum overhead memcap}
 runs=${RUNS:-5}
 steps=${STEPS:-6}
 read -r block queue threads <<< "${AIO:-1048576 8 1}"
@@ -120,6 +123,28 @@ if [[ " $what " == *" bandwidth "* ]]; then
   done
   echo "request bytes (one buffer): $chunk_bytes"
   bandwidth_table "$work/pbw" "$work/pds"
+fi
+
+if [[ " $what " == *" checksum "* ]]; then
+  bytes=${CHECKSUM_BYTES:-128M}
+  echo "## checksum cost: ds_io $bytes, aio block $block qd $queue threads $threads, $runs alternations, medians"
+  io=("$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$bytes" --block_size "$block" --queue_depth "$queue"
+      --io_parallel "$threads" --handle --loops 3)
+  for r in $(seq "$runs"); do
+    for c in plain crc; do
+      flag=(); [ $c = crc ] && flag=(--checksum)
+      "${io[@]}" "${flag[@]}" > "$work/ck-$c-w$r.txt"
+      "${io[@]}" "${flag[@]}" --read > "$work/ck-$c-r$r.txt"
+    done
+  done
+  rm -f "$nvme"/ds_io_*.dat
+  med() { grep -h "^aggregate $1" $2 | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  echo "| op | GB/s without | GB/s with CRC-32C | with / without |"
+  echo "|---|---:|---:|---:|"
+  for op in write read; do
+    without=$(med $op "$work/ck-plain-${op:0:1}*.txt") with=$(med $op "$work/ck-crc-${op:0:1}*.txt")
+    echo "| $op | $without | $with | $(python3 -c "print(f'{$with / $without:.3f}')") |"
+  done
 fi
 
 if [[ " $what " == *" overhead "* ]]; then
