@@ -398,15 +398,11 @@ void EngineCore::refresh_model_range(const at::Tensor& values, int64_t shard_off
     coordinator_->load_shard_range(values, shard_offset);
     return;
   }
-  // Stages 0-2 hold every parameter whole. The shard range is gathered from every partition
-  // allgather_bucket_size elements at a time, and at most 4M (16 MB of fp32): DeepSpeed's default
-  // (5e8) would put a second copy of the whole model in one temporary (400 MB at 100M parameters,
-  // most of stage 1-2's peak above the model state). Each rank's piece of the range then lands in
-  // the parameters it belongs to.
-  constexpr int64_t kMaxGatherNumel = int64_t{4} << 20;
+  // Stages 0-2 hold every parameter whole. The shard range is gathered from every partition a
+  // few elements at a time (refresh_gather_width, memory_plan.hpp). Each rank's piece of the range
+  // then lands in the parameters it belongs to.
   const int partitions = layout_->partitions();
-  const int64_t width =
-      std::max<int64_t>(1, std::min(config_.zero_optimization().allgather_bucket_size, kMaxGatherNumel) / partitions);
+  const int64_t width = refresh_gather_width(config_.zero_optimization().allgather_bucket_size, partitions);
   const auto dtype = params_.front().scalar_type();
   for (int64_t at = 0; at < values.numel(); at += width) {
     const int64_t begin = shard_offset + at;

@@ -26,23 +26,20 @@ int64_t optimizer_state_tensors(const OptimizerConfig& optimizer) {
   return optimizer.type == OptimizerType::SGD ? 1 : 2;
 }
 
-// Stages 1-2 refresh the weights from the master shard by all-gathering allgather_bucket_size
-// elements at a time, at most this many (EngineCore::refresh_model_range).
-constexpr int64_t kMaxRefreshGatherNumel = int64_t{4} << 20;
-
 // What the built-in GPT's forward keeps for backward, in elements: per block the LayerNorms'
 // inputs and outputs, q|k|v, the attention output and its projection, the MLP's 4C-wide input and
 // GELU output and the residuals, 16 B*T*C in all, plus the attention's B*H*T*T probabilities;
 // outside the blocks the embeddings and the last LayerNorm (3 B*T*C) and the logits with their
 // softmax (2 B*T*V). Checkpointed every k blocks, each segment keeps only its input and one
-// segment at a time is recomputed. Measured against the trainer's activation_mb (docs/zero.md).
+// segment at a time is recomputed. Backward adds the gradients flowing back through one block, as
+// large as that block's activations. Measured against the trainer's activation_mb (docs/zero.md).
 int64_t gpt_activation_elements(const models::GPTConfig& gpt, int64_t micro_batch, int checkpoint_interval) {
   const int64_t btc = micro_batch * gpt.block_size * gpt.n_embd;
   const int64_t block = 16 * btc + micro_batch * gpt.n_head * gpt.block_size * gpt.block_size;
   const int64_t outside = 3 * btc + 2 * micro_batch * gpt.block_size * gpt.vocab_size;
-  if (checkpoint_interval <= 0) return gpt.n_layer * block + outside;
+  if (checkpoint_interval <= 0) return (gpt.n_layer + 1) * block + outside;
   const int64_t k = std::min<int64_t>(checkpoint_interval, gpt.n_layer);
-  return ceil_div(gpt.n_layer, k) * btc + k * block + outside;
+  return ceil_div(gpt.n_layer, k) * btc + (k + 1) * block + outside;
 }
 
 MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, const ZeroConfig& zero) {
@@ -86,7 +83,9 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
       db * (zero.stage <= 1 && config.batch_resolved() && config.gradient_accumulation_steps() > 1 ? whole : largest);
 
   // Reduced in place in the shard when there is one partition and no sink; otherwise each bucket
-  // packs into a buffer of its own, two in flight when overlapping (zero/buffer_sizes.hpp).
+  // packs into a buffer of its own, two in flight when overlapping (zero/buffer_sizes.hpp), and
+  // each reduce-scatter in flight holds a temporary as large as its input inside Open MPI (coll
+  // base's ring and recursive-halving algorithms accumulate the whole input).
   if (partitions > 1 || nvme_gradients) {
     int64_t widest = 0;
     const auto buckets = zero::reduce_buckets(packed, zero.reduce_bucket_size);
@@ -96,7 +95,8 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
       widest = std::max(widest, numel);
     }
     const int64_t in_flight = std::min<int64_t>(zero.overlap_comm ? 2 : 1, static_cast<int64_t>(buckets.size()));
-    plan.reduce_buckets = in_flight * 4 * (widest + (nvme_gradients ? widest / partitions : 0));
+    const int64_t collective_temporary = partitions > 1 ? widest : 0;
+    plan.reduce_buckets = in_flight * 4 * (widest + collective_temporary + (nvme_gradients ? widest / partitions : 0));
   }
 
   if (zero.stage == 3) {
@@ -113,8 +113,7 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
         0, std::min({zero.stage3_prefetch_bucket_size, fitting, zero.stage3_max_live_parameters - in_use}));
     plan.gathered_parameters = db * (in_use + prefetch);
   } else if (partitions > 1) {
-    const int64_t width = std::max<int64_t>(1, std::min(zero.allgather_bucket_size, kMaxRefreshGatherNumel) / partitions);
-    plan.refresh_gather = db * (partitions + 1) * width;
+    plan.refresh_gather = db * (partitions + 1) * refresh_gather_width(zero.allgather_bucket_size, static_cast<int>(partitions));
   }
 
   if (nvme_optimizer) {
@@ -221,6 +220,11 @@ ModelShape gpt_shape(const models::GPTConfig& gpt) {
   shape.hidden = C;
   shape.gpt = gpt;
   return shape;
+}
+
+int64_t refresh_gather_width(int64_t allgather_bucket_size, int partitions) {
+  constexpr int64_t kMostNumel = int64_t{4} << 20;
+  return std::max<int64_t>(1, std::min(allgather_bucket_size, kMostNumel) / partitions);
 }
 
 int64_t checkpoint_bucket_bytes(int64_t reduce_bucket_size) {

@@ -9,7 +9,8 @@
 //                    holds before the reducer packs it, the checkpoint bucket
 //   swap buffers     offload_optimizer's sub-group buffers and gradient pages, offload_param's
 //                    buffers and resident chunks (zero/buffer_sizes.hpp, as the swappers allocate)
-//   activations      what the built-in GPT's forward keeps for backward, from its config
+//   activations      what the built-in GPT's forward keeps for backward, and the gradients going
+//                    back through one block, from its config
 // and predicts the peak: the process before any model (LibTorch, MPI) plus all of these.
 //
 // plan_memory() first chooses the knobs the user left unset (docs/zero.md, "The memory planner"):
@@ -55,7 +56,7 @@ struct MemoryPlan {
 
   ModelStateBytes model_state;       // resident after a step; swap buffers not included
   int64_t backward_gradients = 0;    // whole gradients in the model dtype held during backward
-  int64_t reduce_buckets = 0;        // the reducer's bucket buffers (two reductions in flight)
+  int64_t reduce_buckets = 0;        // the reducer's bucket buffers and MPI's temporaries (two in flight)
   int64_t gathered_parameters = 0;   // stage 3: whole parameters of the module in use + prefetch
   int64_t refresh_gather = 0;        // stages 1-2: the all-gather temporary of the weights' refresh
   int64_t optimizer_swap_buffers = 0;  // offload_optimizer: the master's and the state's sub-group buffers
@@ -91,6 +92,12 @@ Config apply_memory_plan(const Config& config, const MemoryPlan& plan);
 // The checkpoint I/O buffer: one reduce bucket of fp32, at least 4 KiB, at most 64 MiB. Saving and
 // loading stream through it, so no rank's memory grows by more.
 int64_t checkpoint_bucket_bytes(int64_t reduce_bucket_size);
+
+// Stages 1-2 refresh the weights from the master shard by all-gathering this many shard elements
+// per partition at a time: allgather_bucket_size over the partitions, and at most 4M elements in
+// all (16 MB of fp32): DeepSpeed's default (5e8) would put a second copy of the whole model in one
+// temporary (400 MB at 100M parameters, most of stage 1-2's peak above the model state).
+int64_t refresh_gather_width(int64_t allgather_bucket_size, int partitions);
 
 // EngineCore's one call at start: plans for `model`'s trainable parameters (d and activations from
 // the config's dstrain.model block when it is a GPT, else d guessed from the parameters), with the
