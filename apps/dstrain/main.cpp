@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "dstrain/comm/distributed.hpp"
+#include "eval_command.hpp"
 #include "model_commands.hpp"
 #include "schedule_command.hpp"
 #include "tokenize_exec.hpp"
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   ds::app::add_plan_command(app);
   ds::app::add_export_command(app);
   ds::app::add_tokenize_command(app);
+  ds::app::add_eval_command(app);
   // Subcommands run inside parse(); their errors end the command with the message.
   try {
     app.parse(argc, argv);

@@ -22,6 +22,7 @@
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
 #include "dstrain/zero/init.hpp"
+#include "evaluation.hpp"
 #include "pipeline_train.hpp"
 #include "placement.hpp"
 #include "preemption.hpp"
@@ -147,6 +148,7 @@ int run_training(const TrainOptions& options) {
                                                  : zero::build(config, [&] { return models::GPT(model_config); }, world);
   if (placement.device.is_cuda()) model->to(placement.device);
   auto source = data::make_token_source(trainer.data, model_config.vocab_size, model_config.block_size);
+  auto validation = data::make_validation_source(trainer.data, model_config.vocab_size, model_config.block_size);
   auto engine = ds::initialize(model, config, world);
   if (options.resume) {
     engine->load_checkpoint(options.save_dir, options.tag);
@@ -192,6 +194,15 @@ int run_training(const TrainOptions& options) {
     if (config.training().wall_clock_breakdown) {
       figures.breakdown_ms = engine->timers().elapsed_all_ms();
       engine->timers().reset();
+    }
+    const bool eval_due = trainer.eval_interval > 0 && figures.step % trainer.eval_interval == 0;
+    if (validation && (eval_due || figures.step == steps)) {
+      at::Tensor val = torch::tensor(
+          {validation_loss([&](const at::Tensor& x) { return engine->forward(x); }, *model, *validation,
+                           trainer.eval_iters, rank, world_size, micro, placement.device)},
+          torch::kDouble);
+      world->all_reduce(val, comm::ReduceOp::Avg);
+      figures.val_loss = val.item<double>();
     }
     report.step(figures);
     check_finite_loss(figures.loss, figures.step, config.fp16().enabled);

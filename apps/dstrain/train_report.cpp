@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -73,6 +74,10 @@ void TrainReport::step(const StepFigures& f) {
                          {"cpu_user_seconds", user},
                          {"cpu_system_seconds", system}};
   if (f.breakdown_ms) line["breakdown_ms"] = *f.breakdown_ms;
+  if (f.val_loss) {
+    line["val_loss"] = *f.val_loss;
+    line["val_ppl"] = std::exp(*f.val_loss);
+  }
   if (metrics_.is_open()) {
     errno = 0;
     metrics_ << line.dump() << '\n' << std::flush;
@@ -112,6 +117,13 @@ void TrainReport::step(const StepFigures& f) {
       std::snprintf(text + used, sizeof text - used, " | ETA %s", bar_->time_left(f.step).c_str());
     }
     log::info(text);
+  }
+  if (f.val_loss) {
+    if (interactive_) bar_->finish();
+    char val_line[96];
+    std::snprintf(val_line, sizeof val_line, "step %lld | val loss %.4f | val ppl %.2f", static_cast<long long>(f.step),
+                  *f.val_loss, std::exp(*f.val_loss));
+    log::info(val_line);
   }
   if (f.step == steps_) {
     char final_line[96];

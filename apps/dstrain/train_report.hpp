@@ -1,7 +1,8 @@
 // What the trainer reports after each optimizer step, the same for data-parallel and pipeline
 // training: one JSON line per step in --metrics (rank 0), a progress bar with rate and ETA when the
 // user watches a terminal (progress.hpp), a log line every steps_per_print steps and at the last
-// (with the ETA), and the final training loss. Memory figures are the
+// (with the ETA), and the final training loss; after an evaluation, the held-out loss and its
+// perplexity (val_loss, val_ppl) in the step's line and a log line of their own. Memory figures are the
 // largest over the ranks (step() is collective): peak RSS (VmHWM), the RSS each rank had before the
 // model existed (the baseline: LibTorch, MPI, the program) and the activation bytes of a forward.
 // The NVMe swap figures are rank 0's (docs/offload.md), and so are the CPU seconds, user and
@@ -31,6 +32,7 @@ struct StepFigures {
   io::SwapStats swap;  // rank 0's NVMe swap (optimizer and parameters) during the step (zeros without offload)
   int64_t activation_bytes = 0;  // this rank's most over the step's forwards (allocated_bytes() rise)
   std::optional<std::map<std::string, double>> breakdown_ms;  // with wall_clock_breakdown
+  std::optional<double> val_loss;  // after an evaluation: the mean held-out loss over all ranks
 };
 
 class TrainReport {

@@ -11,7 +11,8 @@
 namespace ds::app {
 namespace {
 
-const std::vector<std::string> kKeys = {"model", "data", "steps", "device", "backend", "memory_limit"};
+const std::vector<std::string> kKeys = {"model",  "data",    "steps",   "eval_interval",
+                                        "eval_iters", "device", "backend", "memory_limit"};
 const std::vector<std::string> kModelTypes = {"gpt"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -65,9 +66,14 @@ TrainerBlock read_trainer_block(const nlohmann::json& block) {
   JsonBlock keys(block, "dstrain");
   TrainerBlock trainer;
   trainer.steps = keys.positive_int("steps", trainer.steps);
+  trainer.eval_interval = static_cast<int64_t>(keys.non_negative_int("eval_interval", 0));
+  trainer.eval_iters = keys.positive_int("eval_iters", trainer.eval_iters);
   trainer.model = block.value("model", nlohmann::json::object());
   trainer.data = block.value("data", nlohmann::json());
   check_model_type(trainer.model);
+  const bool has_valid = trainer.data.is_object() && trainer.data.contains("valid");
+  if (trainer.eval_interval > 0 && !has_valid)
+    throw Error("evaluation needs held-out data: set dstrain.data.valid").with_key("dstrain.eval_interval");
   return trainer;
 }
 

@@ -2,6 +2,8 @@
 //   "model":   the built-in model; "type" "gpt" (the only one built in), the rest GPTConfig's keys
 //   "data":    the token source (data::make_token_source checks it)
 //   "steps":   optimizer steps to train, > 0 (default 100; --steps overrides)
+//   "eval_interval": evaluate on data.valid every N steps, and always after the last (default 0:
+//              only after the last); "eval_iters": validation batches per rank (default 20)
 //   "device", "backend": where it runs (placement.hpp)
 //   "memory_limit": the memory planner's budget (engine/memory_budget.hpp reads it)
 //   HF's TrainingArguments names ("learning_rate", ...): what "auto" values become (ds::Config reads them)
@@ -19,6 +21,8 @@ struct TrainerBlock {
   nlohmann::json model;
   nlohmann::json data;
   int64_t steps = 100;
+  int64_t eval_interval = 0;
+  int64_t eval_iters = 20;
 };
 
 TrainerBlock read_trainer_block(const nlohmann::json& block);

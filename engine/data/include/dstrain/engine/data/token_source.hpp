@@ -51,7 +51,13 @@ class TokenSource {
 //           "text" (a file's bytes as tokens; needs vocab_size >= 256)
 //   "path": the file, required for "tokens" and "text"
 //   "seed": non-negative integer, default 1337
+//   "valid": held-out data of the same type (make_validation_source)
 // Errors name the key, e.g. "dstrain.data.path", or the file.
 std::unique_ptr<TokenSource> make_token_source(const nlohmann::json& block, int64_t vocab_size, int64_t block_size);
+
+// The held-out source of the block's "valid" file (null when there is none): its "step" s is the
+// s-th validation batch, the same windows at every evaluation, so that losses compare over time.
+std::unique_ptr<TokenSource> make_validation_source(const nlohmann::json& block, int64_t vocab_size,
+                                                    int64_t block_size);
 
 }  // namespace ds::data
