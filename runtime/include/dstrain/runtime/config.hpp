@@ -95,7 +95,7 @@ struct SchedulerConfig {
   std::optional<double> warmup_max_lr;
   int64_t warmup_num_steps = 1000;
   std::string warmup_type = "log";  // "log" or "linear"
-  // WarmupDecayLR, WarmupCosineLR: required; "auto" leaves it unset for the engine to fill in.
+  // WarmupDecayLR, WarmupCosineLR: required; "auto" is dstrain.steps (docs/config.md, "auto" values).
   std::optional<int64_t> total_num_steps;
   // WarmupCosineLR.
   double warmup_min_ratio = 0.0;
