@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Peak RSS per rank against the RSS before the model exists (the baseline), for ZeRO stages 0-3 on
-# the GPTs of issue 11: "25M" (8 layers x 512) and "100M" (8 layers x 1024), vocab 256, ctx 64,
+# the GPTs of docs/zero.md's memory table: "25M" (8 layers x 512) and "100M" (8 layers x 1024), vocab 256, ctx 64,
 # micro-batch 2, AdamW, fp32 and bf16, with and without activation checkpointing (every block), at
 # -np 1, 2 and 4. Bucket sizes are HuggingFace's "auto" values for DeepSpeed (reduce_bucket_size
 # hidden^2, stage3_prefetch_bucket_size 0.9 hidden^2, stage3_param_persistence_threshold 10 hidden).

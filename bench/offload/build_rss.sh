@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory while the model is built and handed to the engine, with both offloads on NVMe: issue 13's
+# Memory while the model is built and handed to the engine, with both offloads on NVMe: the ~300M
 # GPT (24 layers x 1024, ctx 64, vocab 256, ~300M parameters), ZeRO-3, fp32, AdamW, -np 2, one step,
 # the memcap configuration of offload_bench.sh without the cgroup.
 #

@@ -13,7 +13,7 @@
 #            --checksum, alternating RUNS times, write then read; medians and their ratio.
 # overhead   median step seconds in memory vs offloaded with pipelining off / read+write on, and the
 #            median seconds the step waited on I/O (nvme_wait_seconds); RUNS alternations.
-# memcap     the GPT of issue 13 (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
+# memcap     the ~300M GPT of docs/offload.md (24 layers x 1024, ctx 64, micro 1, fp32, AdamW, ZeRO-3, -np 2)
 #            under cgroup v1 memory limits (CAPS, default "1536 6144" MB), in memory ("memory"),
 #            with the optimizer on NVMe ("nvme", pipelining off) and with the optimizer and the
 #            parameters on NVMe ("both"; MEMCAP_MODES picks): killed or not, peak usage

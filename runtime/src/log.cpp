@@ -15,7 +15,7 @@ Level initial_level() {
   return env ? parse_level(env) : Level::Info;
 }
 
-// The two pieces of global state DESIGN.md allows: the log level, and the rank it prints.
+// The only global state besides the communicator: the log level, and the rank it prints.
 const Level g_level = initial_level();
 int g_rank = rank_env_from_environment().rank;
 std::mutex g_mutex;

@@ -7,7 +7,7 @@
 #     of the model-state bytes the ranks no longer hold (the trainer's own per-rank count, which
 #     tests/engine checks against the closed form).
 #   - Every rank's peak RSS above its pre-model baseline is within 1.5x of its model state plus
-#     activations, at both stages (issue 11's bound).
+#     activations, at both stages (the bound docs/zero.md states).
 # Needs root and the cgroup v1 memory controller; exits 77 (skipped) without them.
 set -euo pipefail
 dstrain=$1 source=$2
