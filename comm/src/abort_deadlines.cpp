@@ -60,6 +60,11 @@ void start_launcher_deadline(std::chrono::seconds grace) {
   if (!is_open_mpi_launcher(parent)) return;
   const int launcher = pidfd_open(parent);
   if (launcher < 0) return;
+  // The parent may have ended between the two calls and its pid gone to another process.
+  if (::getppid() != parent) {
+    ::close(launcher);
+    return;
+  }
   const pid_t child = ::fork();
   if (child == 0) end_launcher_after(launcher, static_cast<long>(grace.count()));
   ::close(launcher);
