@@ -8,6 +8,13 @@
 namespace ds {
 
 void Config::apply_override(nlohmann::json& json, const std::string& assignment) {
+  // A config file's strings are UTF-8 (its parser checks); nlohmann::json stores any bytes given
+  // directly and throws a bare type_error only when it prints them, in some later message.
+  try {
+    (void)nlohmann::json(assignment).dump();
+  } catch (const nlohmann::json::type_error& e) {
+    throw Error(std::string("--set expects UTF-8 text: ") + e.what()).with_key("--set");
+  }
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) throw Error("--set expects KEY=VALUE, got '" + assignment + "'");
   const std::string key = assignment.substr(0, eq);

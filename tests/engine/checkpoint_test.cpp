@@ -393,6 +393,17 @@ TEST_CASE("an index.json edited by hand is an error naming the file and the fiel
     rewrite_index(index, [](Json& j) { j["counters"]["global_steps"] = -5; }, true);
     REQUIRE_THAT(load(), Catch::Contains("counters.global_steps: -5 is below 0") && Catch::Contains(index));
   }
+  // Found by tests/fuzz (regressions/index): a float where an integer belongs reached nlohmann's
+  // undefined float-to-integer cast; a shape whose product overflows, signed overflow.
+  SECTION("a float where an integer belongs") {
+    rewrite_index(index, [](Json& j) { j["shard_numel"] = 2.35556e+85; }, true);
+    REQUIRE_THAT(load(), Catch::Contains("shard_numel: must be an integer in range") && Catch::Contains(index));
+  }
+  SECTION("a shape whose element count overflows") {
+    rewrite_index(index, [](Json& j) { j["params"][0]["shape"] = {int64_t{1} << 40, int64_t{1} << 40}; }, true);
+    REQUIRE_THAT(load(), Catch::Contains("params[0] ('" + saved["params"][0]["name"].get<std::string>() + "').shape") &&
+                             Catch::Contains(index));
+  }
   SECTION("counters that disagree") {
     rewrite_index(index, [](Json& j) { j["counters"]["optimizer_steps"] = 3; }, true);
     REQUIRE_THAT(load(), Catch::Contains("counters.global_steps: 2, but optimizer_steps 3 + skipped_steps 0 = 3") &&

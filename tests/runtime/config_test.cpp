@@ -1034,3 +1034,16 @@ TEST_CASE("--set: a path through a non-object, or a value of the wrong type, is 
   ds::Config::apply_override(config, "dstrain.data.type=synthetic");
   CHECK(config.at("dstrain") == json({{"model", {{"n_layer", 4}}}, {"data", {{"type", "synthetic"}}}}));
 }
+
+// Found by tests/fuzz (regressions/override): a --set value that is not JSON becomes a string, and
+// one with bytes that are not UTF-8 used to escape later as nlohmann's bare type_error 316.
+TEST_CASE("--set: bytes that are not UTF-8 are an error naming --set, before anything stores them", "[config]") {
+  json config = with({});
+  const json before = config;
+  ds::Error error = thrown_by([&] { ds::Config::apply_override(config, "optimizer.params.lr=2\xA9" "63"); });
+  CHECK(error.key() == std::string("--set"));
+  CHECK_THAT(error.message(), Contains("UTF-8"));
+  CHECK(config == before);
+  error = thrown_by([&] { ds::Config::apply_override(config, "dstrain.\xFFkey=1"); });
+  CHECK(error.key() == std::string("--set"));
+}

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -37,9 +38,26 @@ int64_t dtype_size(const std::string& dtype) {
   return 0;
 }
 
+// Far beyond any real model (2^50 elements), small enough that sums and byte counts of such
+// values never overflow an int64_t: a larger count in an index is corruption, refused as such.
+constexpr int64_t kMaxElements = int64_t{1} << 50;
+
 // A field of the index that does not hold: the message names the field and both values.
 Error bad_field(const std::string& path, const std::string& field, const std::string& problem) {
   return Error("checkpoint index field " + field + ": " + problem).with_path(path);
+}
+
+// An integer field read in range: nlohmann's get<> turns a float into an integer by a cast that is
+// undefined out of range, and narrows wide integers silently.
+template <class Int>
+Int whole(const nlohmann::json& value, const std::string& path, const std::string& field) {
+  const bool fits = value.is_number_unsigned()
+                        ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
+                        : value.is_number_integer() && value.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<Int>::min()) &&
+                              (std::numeric_limits<Int>::max() >= std::numeric_limits<int64_t>::max() ||
+                               value.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<Int>::max()));
+  if (!fits) throw bad_field(path, field, "must be an integer in range, got " + value.dump());
+  return value.is_number_unsigned() ? static_cast<Int>(value.get<uint64_t>()) : static_cast<Int>(value.get<int64_t>());
 }
 
 // The layout as zero::ShardLayout cuts it: every parameter's numel from its shape, its chunk
@@ -51,9 +69,10 @@ void check_params(const CheckpointIndex& index, const std::string& path) {
     const std::string field = "params[" + std::to_string(i) + "] ('" + p.name + "')";
     int64_t numel = 1;
     for (int64_t dim : p.shape) {
-      if (dim < 0) throw bad_field(path, field + ".shape", "negative dimension in " + nlohmann::json(p.shape).dump());
-      numel *= dim;
+      if (dim < 0 || __builtin_mul_overflow(numel, dim, &numel))
+        throw bad_field(path, field + ".shape", "a negative or overflowing dimension in " + nlohmann::json(p.shape).dump());
     }
+    if (numel > kMaxElements) throw bad_field(path, field + ".shape", "more elements than any checkpoint holds");
     if (p.numel != numel)
       throw bad_field(path, field + ".numel", std::to_string(p.numel) + ", but its shape " + nlohmann::json(p.shape).dump() +
                                                   " holds " + std::to_string(numel));
@@ -67,6 +86,7 @@ void check_params(const CheckpointIndex& index, const std::string& path) {
                       std::to_string(p.shard_offset) + ", expected " + std::to_string(end) +
                           " (chunks lie back to back in parameter order: overlapping or leaving a gap otherwise)");
     end += chunk;
+    if (end > kMaxElements) throw bad_field(path, field + ".chunk", "the chunks add up to more than any shard holds");
   }
   if (index.shard_numel != end)
     throw bad_field(path, "shard_numel", std::to_string(index.shard_numel) + ", but the parameters' chunks add up to " +
@@ -111,7 +131,8 @@ void check_sections(const CheckpointIndex& index, const std::string& path) {
                             std::to_string(index.shard_numel * 4) + " (shard_numel " +
                             std::to_string(index.shard_numel) + " float32)");
       rng = rng || s.name == "rng";
-      end += s.bytes;
+      if (__builtin_add_overflow(end, s.bytes, &end))
+        throw bad_field(path, field + ".bytes", "the sections end past any file's size");
     }
     if (shard.sections.size() < leading.size())
       throw bad_field(path, prefix + ".sections", "no section '" + leading[shard.sections.size()] + "'");
@@ -237,22 +258,29 @@ CheckpointIndex CheckpointIndex::from_json(const nlohmann::json& json, const std
       log::warn("checkpoint: ", path, " is a version 1 index, without a checksum of its own; its layout is checked");
     }
     index.tag = json.at("tag").get<std::string>();
-    index.world_size = json.at("world_size").get<int>();
-    index.zero_stage = json.at("zero_stage").get<int>();
-    index.partitions = json.at("partitions").get<int>();
-    index.shard_numel = json.at("shard_numel").get<int64_t>();
+    index.world_size = whole<int>(json.at("world_size"), path, "world_size");
+    index.zero_stage = whole<int>(json.at("zero_stage"), path, "zero_stage");
+    index.partitions = whole<int>(json.at("partitions"), path, "partitions");
+    index.shard_numel = whole<int64_t>(json.at("shard_numel"), path, "shard_numel");
     index.counters = json.at("counters");
     index.optimizer = json.at("optimizer").at("type").get<std::string>();
     index.optimizer_state = json.at("optimizer").at("state").get<std::vector<std::string>>();
-    for (const auto& p : json.at("params"))
-      index.params.push_back({p.at("name").get<std::string>(), p.at("shape").get<std::vector<int64_t>>(),
-                              p.at("numel").get<int64_t>(), p.at("chunk").get<int64_t>(),
-                              p.at("shard_offset").get<int64_t>()});
+    for (const auto& p : json.at("params")) {
+      const std::string field = "params[" + std::to_string(index.params.size()) + "]";
+      ParamEntry entry{p.at("name").get<std::string>(), {}, whole<int64_t>(p.at("numel"), path, field + ".numel"),
+                       whole<int64_t>(p.at("chunk"), path, field + ".chunk"),
+                       whole<int64_t>(p.at("shard_offset"), path, field + ".shard_offset")};
+      for (const auto& dim : p.at("shape")) entry.shape.push_back(whole<int64_t>(dim, path, field + ".shape"));
+      index.params.push_back(std::move(entry));
+    }
     for (const auto& s : json.at("shards")) {
-      ShardEntry entry{s.at("file").get<std::string>(), s.at("bytes").get<int64_t>(), s.at("crc32c").get<uint32_t>(), {}};
+      const std::string field = "shards[" + std::to_string(index.shards.size()) + "]";
+      ShardEntry entry{s.at("file").get<std::string>(), whole<int64_t>(s.at("bytes"), path, field + ".bytes"),
+                       whole<uint32_t>(s.at("crc32c"), path, field + ".crc32c"), {}};
       for (const auto& section : s.at("sections"))
         entry.sections.push_back({section.at("name").get<std::string>(), section.at("dtype").get<std::string>(),
-                                  section.at("offset").get<int64_t>(), section.at("bytes").get<int64_t>()});
+                                  whole<int64_t>(section.at("offset"), path, field + ".sections.offset"),
+                                  whole<int64_t>(section.at("bytes"), path, field + ".sections.bytes")});
       index.shards.push_back(std::move(entry));
     }
     index.config = json.at("config");
