@@ -5,6 +5,7 @@
 
 #include "dstrain/comm/distributed.hpp"
 #include "eval_command.hpp"
+#include "generate_command.hpp"
 #include "model_commands.hpp"
 #include "schedule_command.hpp"
 #include "tokenize_exec.hpp"
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   ds::app::add_export_command(app);
   ds::app::add_tokenize_command(app);
   ds::app::add_eval_command(app);
+  ds::app::add_generate_command(app);
   // Subcommands run inside parse(); their errors end the command with the message.
   try {
     app.parse(argc, argv);

@@ -1,0 +1,104 @@
+// dstrain-codec: the tokenizer half of `dstrain generate`, a torch-free program for the reason
+// dstrain-tokenize is one (SentencePiece's protobuf cannot share a process with LibTorch's).
+//   dstrain-codec SPEC --encode TEXT   prints TEXT's ids on one line, space-separated
+//   dstrain-codec SPEC --decode        reads ids, one a line, and writes each one's text at once
+// SPEC is gpt2:DIR or spm:FILE (tokenizer.hpp). Errors go to stderr, naming the byte offset of text
+// the tokenizer cannot encode, or an id outside the vocabulary; the exit status is then 1.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <sentencepiece_processor.h>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "dstrain/engine/tokenizer/byte_alphabet.hpp"
+#include "dstrain/engine/tokenizer/tokenizer.hpp"
+#include "dstrain/runtime/error.hpp"
+
+namespace {
+
+using TextOf = std::function<std::string(uint32_t id)>;
+
+// GPT-2: vocab.json's token spelled in the byte alphabet, as bytes.
+TextOf gpt2_text(const std::string& dir) {
+  const std::string path = dir + "/vocab.json";
+  std::ifstream file(path);
+  if (!file) throw ds::Error("cannot open the vocabulary").with_path(path).with_errno(errno);
+  const nlohmann::json vocab = nlohmann::json::parse(file);
+  auto text = std::make_shared<std::vector<std::string>>();
+  for (const auto& [token, id] : vocab.items()) {
+    const uint32_t index = id.get<uint32_t>();
+    if (text->size() <= index) text->resize(index + 1);
+    (*text)[index] = ds::tokenizer::bytes_of_token(token).value_or("");
+  }
+  return [text](uint32_t id) {
+    if (id >= text->size()) throw ds::Error("id " + std::to_string(id) + " is outside the vocabulary");
+    return (*text)[id];
+  };
+}
+
+// SentencePiece: the piece with its word-start mark as a space, byte pieces as their byte, control
+// pieces (<s>, </s>) as nothing.
+TextOf spm_text(const std::string& path) {
+  auto processor = std::make_shared<sentencepiece::SentencePieceProcessor>();
+  if (!processor->Load(path).ok()) throw ds::Error("not a SentencePiece model").with_path(path);
+  return [processor](uint32_t id) -> std::string {
+    if (static_cast<int>(id) >= processor->GetPieceSize())
+      throw ds::Error("id " + std::to_string(id) + " is outside the vocabulary");
+    if (processor->IsControl(id)) return "";
+    const std::string piece = processor->IdToPiece(id);
+    if (processor->IsByte(id)) return std::string(1, static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+    const std::string mark = "\xe2\x96\x81";  // U+2581
+    std::string text;
+    for (size_t i = 0; i < piece.size();)
+      if (piece.compare(i, mark.size(), mark) == 0) text += ' ', i += mark.size();
+      else text += piece[i++];
+    return text;
+  };
+}
+
+TextOf text_of(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon), where = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (kind == "gpt2") return gpt2_text(where);
+  if (kind == "spm") return spm_text(where);
+  throw ds::Error("unknown tokenizer \"" + spec + "\": expected gpt2:DIR or spm:FILE").with_key("--tokenizer");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dstrain-codec: token ids to text and back for dstrain generate"};
+  std::string spec, text;
+  bool decode = false;
+  app.add_option("spec", spec, "gpt2:DIR or spm:FILE")->required();
+  auto* encode = app.add_option("--encode", text, "print this text's ids");
+  app.add_flag("--decode", decode, "read ids from stdin, write their text")->excludes(encode);
+  try {
+    app.parse(argc, argv);
+    if (!decode) {
+      std::vector<uint32_t> ids;
+      ds::tokenizer::load_tokenizer(spec)->encode(text, ids);
+      for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %u" : "%u", ids[i]);
+      std::printf("\n");
+      return 0;
+    }
+    const TextOf text_of_id = text_of(spec);
+    for (uint32_t id; std::cin >> id;) {
+      const std::string piece = text_of_id(id);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dstrain generate: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
