@@ -8,11 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -58,7 +58,8 @@ void evaluate_checkpoint(const EvalOptions& options) {
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
-  auto* command = app.add_subcommand("eval", "print a checkpoint's mean loss on the held-out data (dstrain.data.valid)");
+  auto* command =
+      app.add_subcommand("eval", "print a checkpoint's mean loss on the held-out data (dstrain.data.valid)");
   auto options = std::make_shared<EvalOptions>();
   command->add_option("--checkpoint", options->dir, "checkpoint directory (as given to --save-dir)")->required();
   command->add_option("--tag", options->tag, "checkpoint tag (default: the directory's latest)");

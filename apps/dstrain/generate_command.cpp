@@ -130,7 +130,8 @@ void generate_text(const GenerateOptions& options) {
   std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
   std::fflush(stdout);
   std::unique_ptr<Codec> decoder;
-  if (!options.tokenizer.empty()) decoder = std::make_unique<Codec>(options.tokenizer, std::vector<std::string>{"--decode"}, true);
+  if (!options.tokenizer.empty())
+    decoder = std::make_unique<Codec>(options.tokenizer, std::vector<std::string>{"--decode"}, /*we_write=*/true);
   auto write_token = [&](int64_t token) {
     if (decoder) {
       std::fprintf(decoder->stream(), "%lld\n", static_cast<long long>(token));
@@ -160,7 +161,8 @@ void add_generate_command(CLI::App& app) {
   command->add_option("--checkpoint", options->dir, "checkpoint directory (as given to --save-dir)")->required();
   command->add_option("--tag", options->tag, "checkpoint tag (default: the directory's latest)");
   command->add_option("--prompt", options->prompt, "the text to continue")->required();
-  command->add_option("--max-new-tokens", options->max_new_tokens, "tokens to generate (default: as many as block_size allows, at most 100)")
+  command->add_option("--max-new-tokens", options->max_new_tokens,
+                      "tokens to generate (default: as many as block_size allows, at most 100)")
       ->check(CLI::PositiveNumber);
   command->add_option("--temperature", options->temperature, "divides the logits; 0: greedy (default 1)")
       ->check(CLI::NonNegativeNumber);

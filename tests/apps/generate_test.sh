@@ -17,8 +17,9 @@ base=(--config "$source/configs/default.json" --set dstrain.model.n_embd=64 --se
       --set scheduler=null --set optimizer.params.lr=0.003 --steps 8)
 "$dstrain" "${base[@]}" --set dstrain.data.type=text --set "dstrain.data.path=$source/docs/architecture.md" \
   --save-dir "$work/bytes" > /dev/null
-"$dstrain" tokenize --tokenizer "spm:$spm" --input "$source/tests/data/tokenizer/corpus.txt" --out "$work/spm" > /dev/null
-vocab=$(grep -o '([0-9]* pieces)' < <("$dstrain" tokenize --tokenizer "spm:$spm" --input "$source/tests/data/tokenizer/corpus.txt" --out "$work/spm2" 2>&1) | tr -dc 0-9)
+"$dstrain" tokenize --tokenizer "spm:$spm" --input "$source/tests/data/tokenizer/corpus.txt" --out "$work/spm" \
+  > "$work/tokenize.log" 2>&1
+vocab=$(grep -o '([0-9]* pieces)' "$work/tokenize.log" | tr -dc 0-9)  # the model's size, as tokenize says it
 "$dstrain" "${base[@]}" --set dstrain.data.type=tokens --set "dstrain.data.path=$work/spm_train.bin" \
   --set "dstrain.model.vocab_size=$vocab" --save-dir "$work/spm" > /dev/null
 

@@ -40,8 +40,10 @@ std::unique_ptr<TokenSource> make_validation_source(const nlohmann::json& block,
   const std::string type = keys.string("type", "synthetic");
   const uint64_t seed = keys.non_negative_int("seed", 1337);
   const std::string path = keys.string("valid");
-  if (type == "tokens") return std::make_unique<CorpusSource>(read_token_file(path), path, vocab_size, block_size, seed);
-  if (type == "text") return std::make_unique<CorpusSource>(read_text_tokens(path), path, vocab_size, block_size, seed);
+  if (type == "tokens")
+    return std::make_unique<CorpusSource>(read_token_file(path), path, vocab_size, block_size, seed);
+  if (type == "text")
+    return std::make_unique<CorpusSource>(read_text_tokens(path), path, vocab_size, block_size, seed);
   throw Error("a validation file needs data of type tokens or text (the training data's own kind), not \"" + type +
               "\"")
       .with_key(keys.full_key("valid"));
