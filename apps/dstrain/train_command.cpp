@@ -14,6 +14,7 @@
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/fit_check.hpp"
 #include "dstrain/engine/host_policy.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
@@ -142,6 +143,7 @@ int run_training(const TrainOptions& options) {
   torch::manual_seed(config.training().seed);
   models::GPTConfig model_config = models::GPTConfig::from_json(trainer.model);
   model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
+  if (!placement.device.is_cuda()) refuse_unless_fits(config, model_config, world->world_size());
   // Stage 3 builds it partitioned on the CPU: no rank ever holds the whole model. On a GPU the model
   // is built whole and moved (moving partitioned parameters would make them whole again).
   models::GPT model = placement.device.is_cuda() ? models::GPT(model_config)

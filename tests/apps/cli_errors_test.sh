@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Args: DSTRAIN DS_IO SOURCE_DIR
 # The CLI's answers to bad input (flags out of range, --tag without --resume, a signal that cannot
-# be caught, the dstrain block's unknown keys, steps and model type): each case must fail
+# be caught, the dstrain block's unknown keys, steps and model type, sizes that cannot fit): each case must fail
 # (non-zero, with its message) or, for the progress bar, leave no carriage return in a redirected
 # stdout; and a key accepted but not acted on draws exactly one warning.
 set -uo pipefail
@@ -41,6 +41,16 @@ expect_failure "dstrain.steps 0" "config key 'dstrain.steps': must be a positive
   "$dstrain" "${small[@]}" --set dstrain.steps=0
 expect_failure "dstrain.model.type llama" "config key 'dstrain.model.type': model type \"llama\" is not built in; supported: gpt" \
   "$dstrain" "${small[@]}" --set dstrain.model.type=llama
+# Sizes past any model, or that cannot fit, are refused before the model is built (each in a second
+# or two, with a 30 s bound that building a billion layers would hit): the key and the bytes.
+expect_failure "n_layer 1e9" "config key 'dstrain.model.n_layer': 1000000000 is past the largest this build takes, 65536" \
+  timeout 30 "$dstrain" "${small[@]}" --set dstrain.model.n_layer=1000000000
+expect_failure "n_embd 1e6" "config key 'dstrain.model': cannot fit: the predicted peak" \
+  timeout 30 "$dstrain" "${small[@]}" --set dstrain.model.n_embd=1000000
+expect_failure "block_size 1e9" "config key 'dstrain.model.block_size': 1000000000 is past the largest this build takes" \
+  timeout 30 "$dstrain" "${small[@]}" --set dstrain.model.block_size=1000000000
+expect_failure "micro-batch 1e9" "config key 'train_micro_batch_size_per_gpu, dstrain.model.block_size': cannot fit: the predicted peak" \
+  timeout 30 "$dstrain" "${small[@]}" --set train_micro_batch_size_per_gpu=1000000000
 expect_failure "metrics on a full disk" "cannot write the metrics line" \
   "$dstrain" "${small[@]}" --steps 2 --metrics /dev/full
 expect_failure "ds_io --io_size 0" "--io_size must be positive" "$ds_io" --folder "$work" --io_size 0

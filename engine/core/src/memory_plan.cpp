@@ -33,13 +33,19 @@ int64_t optimizer_state_tensors(const OptimizerConfig& optimizer) {
 // softmax (2 B*T*V). Checkpointed every k blocks, each segment keeps only its input and one
 // segment at a time is recomputed. Backward adds the gradients flowing back through one block, as
 // large as that block's activations. Measured against the trainer's activation_mb (docs/zero.md).
+// Counted in double and capped at 2^60: a config the trainer must refuse (block_size 1e9, whose
+// T*T alone passes int64_t) still gets a count that is huge, never one that wrapped negative.
 int64_t gpt_activation_elements(const models::GPTConfig& gpt, int64_t micro_batch, int checkpoint_interval) {
-  const int64_t btc = micro_batch * gpt.block_size * gpt.n_embd;
-  const int64_t block = 16 * btc + micro_batch * gpt.n_head * gpt.block_size * gpt.block_size;
-  const int64_t outside = 3 * btc + 2 * micro_batch * gpt.block_size * gpt.vocab_size;
-  if (checkpoint_interval <= 0) return (gpt.n_layer + 1) * block + outside;
-  const int64_t k = std::min<int64_t>(checkpoint_interval, gpt.n_layer);
-  return ceil_div(gpt.n_layer, k) * btc + (k + 1) * block + outside;
+  const double b = static_cast<double>(micro_batch), t = static_cast<double>(gpt.block_size);
+  const double btc = b * t * static_cast<double>(gpt.n_embd);
+  const double block = 16 * btc + b * static_cast<double>(gpt.n_head) * t * t;
+  const double outside = 3 * btc + 2 * b * t * static_cast<double>(gpt.vocab_size);
+  const double layers = static_cast<double>(gpt.n_layer);
+  const int64_t k = std::min<int64_t>(std::max(checkpoint_interval, 1), gpt.n_layer);
+  const double elements = checkpoint_interval <= 0
+                              ? (layers + 1) * block + outside
+                              : static_cast<double>(ceil_div(gpt.n_layer, k)) * btc + static_cast<double>(k + 1) * block + outside;
+  return static_cast<int64_t>(std::min(elements, 0x1p60));
 }
 
 MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, const ZeroConfig& zero) {

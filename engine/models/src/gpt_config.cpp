@@ -4,6 +4,7 @@
 #include "dstrain/runtime/error.hpp"
 
 #include <string>
+#include <tuple>
 
 namespace ds::models {
 
@@ -19,6 +20,17 @@ GPTConfig GPTConfig::from_json(const nlohmann::json& block) {
   config.dropout = keys.fraction("dropout", config.dropout);
   config.bias = keys.boolean("bias", config.bias);
   keys.reject_unknown_keys();
+  // Far past any GPT trained, and small enough that every count of tensors, elements and bytes
+  // computed from them stays in an int64_t: a typo (a billion layers) is named here, not by the
+  // allocator half a minute later.
+  for (const auto& [key, value, most] : {std::tuple{"n_layer", config.n_layer, int64_t{1} << 16},
+                                        std::tuple{"n_embd", config.n_embd, int64_t{1} << 20},
+                                        std::tuple{"n_head", config.n_head, int64_t{1} << 20},
+                                        std::tuple{"block_size", config.block_size, int64_t{1} << 24},
+                                        std::tuple{"vocab_size", config.vocab_size, int64_t{1} << 24}})
+    if (value > most)
+      throw Error(std::to_string(value) + " is past the largest this build takes, " + std::to_string(most))
+          .with_key(keys.full_key(key));
   if (config.n_embd % config.n_head != 0) {
     throw Error("n_embd " + std::to_string(config.n_embd) + " is not divisible by n_head " +
                 std::to_string(config.n_head))
