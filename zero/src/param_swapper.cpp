@@ -34,15 +34,13 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
   const int64_t largest = sizes.largest_swapped;
   const size_t largest_at = sizes.largest_swapped_at;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t numel = options_.chunks[i].numel;
-    if (file_bytes_ == 0 && resident_numel_ + numel <= options_.max_in_cpu) {
-      resident_numel_ += numel;
-      resident_[i].resize(numel);
+    if (resident_numel_ < sizes.resident_numel) {
+      resident_numel_ += chunk_numels[i];
+      resident_[i].resize(chunk_numels[i]);
       continue;
     }
     file_offset_[i] = file_bytes_;
     file_bytes_ += padded(i) * static_cast<int64_t>(sizeof(float));
-    if (numel > largest) largest = numel, largest_at = i;
   }
   if (file_bytes_ > 0) {
     if (largest > options_.buffer_size)
