@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "dstrain/comm/distributed.hpp"
@@ -168,6 +169,13 @@ void EngineCore::build_master_shard(at::Device device) {
     master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
     for (size_t i = 0; i < params_.size(); ++i)
       layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
+    if (!master_can_be_model()) return;
+    // The parameters become views of the master (stage 0, or one rank at stages 1-2, in fp32): the
+    // optimizer steps the model in place and the model's former storage is freed, so one fp32 copy
+    // of the weights remains (as DDP keeps).
+    for (size_t i = 0; i < params_.size(); ++i)
+      params_[i].set_data(layout_->chunk_view(i, master_).view(shapes_[i]));
+    master_is_model_ = true;
     return;
   }
   // The master shard goes to its file a sub-group at a time, never whole in memory: each
@@ -183,6 +191,20 @@ void EngineCore::build_master_shard(at::Device device) {
       group.narrow(0, lo - begin, hi - lo).copy_(chunk.narrow(0, lo - slot.shard_offset, hi - lo));
     }
   });
+}
+
+bool EngineCore::master_can_be_model() const {
+  // A separate master remains where the model cannot be it: a model in fp16/bf16 (the master is
+  // its fp32 shadow), stages 1-2 over several ranks (the master is 1/N of every parameter, the
+  // model holds them whole), stage 3 (its coordinator empties and regathers the parameters; its
+  // partitions are a second copy), the master on NVMe (the swap file holds it), and parameters
+  // sharing storage (one tensor registered twice would have to live in two places of the master).
+  if (master_.scalar_type() != params_.front().scalar_type() || layout_->partitions() > 1 || zero_stage() == 3)
+    return false;
+  std::set<const void*> storages;
+  for (const at::Tensor& param : params_)
+    if (!storages.insert(param.storage().unsafeGetStorageImpl()).second) return false;
+  return true;
 }
 
 // The optimizers that need the group (they communicate) or the layout (per-parameter norms) are
@@ -378,6 +400,7 @@ void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double 
 }
 
 void EngineCore::refresh_model_from_master() {
+  if (master_is_model_) return;  // the optimizer stepped the model's own storage
   at::NoGradGuard no_grad;
   if (!swapper_) {
     refresh_model_range(master_, 0);
@@ -448,7 +471,7 @@ ModelStateBytes EngineCore::model_state_bytes() const {
   bytes.parameters = master_.defined() ? master_.nbytes() : 0;
   if (coordinator_) {
     bytes.parameters += coordinator_->bytes();
-  } else {
+  } else if (!master_is_model_) {
     for (const at::Tensor& param : params_) bytes.parameters += param.nbytes();
   }
   bytes.gradients = reducer_->bytes();

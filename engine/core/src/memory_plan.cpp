@@ -78,8 +78,12 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   }
 
   ModelStateBytes& state = plan.model_state;
+  // In fp32 with one partition (stage 0, or stages 1-2 on one rank) and the master in memory, the
+  // master is the model's own storage (EngineCore::master_can_be_model).
+  const bool master_is_model = db == 4 && partitions == 1 && zero.stage < 3 && !nvme_optimizer;
   state.parameters = (nvme_optimizer ? 0 : 4 * shard) +
-                     (zero.stage == 3 ? (nvme_params ? 0 : db * shard) + db * persistent : db * whole);
+                     (zero.stage == 3 ? (nvme_params ? 0 : db * shard) + db * persistent
+                                      : (master_is_model ? 0 : db * whole));
   state.gradients = nvme_gradients ? 0 : 4 * shard;
   state.optimizer = nvme_optimizer ? 0 : 4 * shard * states;
 

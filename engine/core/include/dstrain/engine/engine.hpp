@@ -20,11 +20,12 @@
 //   step      at the boundary: unscale_and_norm (fp16: unscale, overflow vote; the global norm),
 //             clip_coefficient, then the ShardOptimizer updates this rank's fp32 master shard with
 //             the scheduled lr, and refresh_model_from_master refreshes the model's weights
-//             (copied at stage 0, all-gathered at 1-2, kept as shards at 3). With offload_optimizer
-//             on NVMe the master, optimizer state and gradient shard live in swap files and
-//             step_offloaded runs the update sub-group by sub-group: swap in, unscale and clip,
-//             fused kernel, swap out, refresh that range. With offload_param on NVMe stage 3's
-//             parameter chunks live in a swap file (ParamSwapper).
+//             (nothing to do in fp32 on one partition, where the parameters are views of the
+//             master; copied at stage 0 in fp16/bf16, all-gathered at 1-2, kept as shards at 3).
+//             With offload_optimizer on NVMe the master, optimizer state and gradient shard live
+//             in swap files and step_offloaded runs the update sub-group by sub-group: swap in,
+//             unscale and clip, fused kernel, swap out, refresh that range. With offload_param on
+//             NVMe stage 3's parameter chunks live in a swap file (ParamSwapper).
 // Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
 #pragma once
 
@@ -55,6 +56,7 @@ namespace ds {
 // Per-rank bytes of model state, as the ZeRO paper counts it.
 struct ModelStateBytes {
   int64_t parameters = 0;  // model weights held (whole, or shards under stage 3) + fp32 master shard
+                           // (one buffer in fp32 on one partition: the master is the model's storage)
   int64_t gradients = 0;   // param.grad() held + the fp32 gradient shard (or its swap buffers)
   int64_t optimizer = 0;   // optimizer state shards
   int64_t total() const { return parameters + gradients + optimizer; }
@@ -135,7 +137,12 @@ class EngineCore {
   // The checks of offload against the model's device (NVMe needs a CPU model; "cpu" is logged).
   void check_offload_devices(at::Device device) const;
   // The fp32 master shard from the model's weights: master_, or, offloaded, swapper_'s file.
+  // At stage 0 in fp32 (or stages 1-2 on one rank) the master is also the model's storage: each
+  // parameter a view of its slot.
   void build_master_shard(at::Device device);
+  // Whether the parameters can be views of master_ (same dtype, one partition, not stage 3, no
+  // shared storage).
+  bool master_can_be_model() const;
   // Hooks the GradientReducer runs inside backward's autograd pass. on_gradient_taken: parameter
   // i's gradient was packed into its bucket, so stage 3 may release the whole parameter.
   void on_gradient_taken(size_t param_index);
@@ -176,6 +183,7 @@ class EngineCore {
   std::vector<std::vector<int64_t>> shapes_;  // whole shapes (stage 3 tensors hold none between uses)
   std::unique_ptr<zero::ShardLayout> layout_;
   at::Tensor master_;  // fp32, this rank's shard; undefined when swapper_ holds it
+  bool master_is_model_ = false;  // the parameters are views of master_ (build_master_shard)
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
   std::unique_ptr<zero::ParameterCoordinator> coordinator_;
   std::unique_ptr<zero::GradientReducer> reducer_;
