@@ -3,7 +3,7 @@
 # ZeRO-3 saves the memory its formula says, measured by the kernel: a 25M GPT (8 x 512, ctx 64,
 # micro 2, AdamW, fp32, HuggingFace "auto" bucket sizes) trains 3 steps at -np 2, stage 0 and then
 # stage 3, each job in a cgroup v1 memory group of its own.
-#   - The stage-3 job's peak (memory.max_usage_in_bytes) is below the stage-0 job's by at least 75%
+#   - The stage-3 job's peak (memory.max_usage_in_bytes) is below the stage-0 job's by at least 70%
 #     of the model-state bytes the ranks no longer hold (the trainer's own per-rank count, which
 #     tests/engine checks against the closed form).
 #   - Every rank's peak RSS above its pre-model baseline is within 1.5x of its model state plus
@@ -43,7 +43,10 @@ saved_by_formula = 2 * (state[0] - state[3])
 saved = peak[0] - peak[3]
 print(f"job peaks (cgroup): stage 0 {peak[0]:.0f} MB, stage 3 {peak[3]:.0f} MB; saved {saved:.0f} MB of the "
       f"{saved_by_formula:.0f} MB of model state the ranks no longer hold")
-assert saved >= 0.75 * saved_by_formula, "ZeRO-3 saved less than 75% of the model-state bytes"
+# 70%: since stage 0 in fp32 keeps no second copy of the weights (the master is the model's storage),
+# the model state stage 3 sheds is 6 bytes per parameter, not 10, and stage 3's gather buffers, which
+# the model-state count leaves out, are a larger share of it (measured 0.75-0.78 after that change).
+assert saved >= 0.70 * saved_by_formula, "ZeRO-3 saved less than 70% of the model-state bytes"
 for s in (0, 3):
     m = last[s]
     above = m["peak_rss_mb"] - m["baseline_rss_mb"]
