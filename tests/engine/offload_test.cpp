@@ -25,6 +25,7 @@
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/param_swapper.hpp"
 #include "training_loop.hpp"
+#include "caught_error.hpp"
 
 namespace {
 
@@ -116,17 +117,6 @@ void require_same_weights(Engine& a, Engine& b) {
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-// The ds::Error that fn throws (the test fails when it throws none).
-ds::Error caught_error(const std::function<void()>& fn) {
-  std::optional<ds::Error> error;
-  try {
-    fn();
-  } catch (const ds::Error& e) {
-    error = e;
-  }
-  REQUIRE(error.has_value());
-  return *error;
-}
 
 // fn throws a ds::Error naming `key` whose message contains `text`; returned for more checks.
 ds::Error expect_error(const std::function<void()>& fn, const std::string& key, const std::string& text) {

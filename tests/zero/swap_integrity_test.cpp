@@ -19,6 +19,7 @@
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "caught_error.hpp"
 
 namespace {
 
@@ -35,16 +36,6 @@ struct Scratch {
 
 ds::io::AioSettings aio() { return ds::io::AioSettings{8192, 4, false, true, 2}; }
 
-ds::Error caught_error(const std::function<void()>& fn) {
-  std::optional<ds::Error> error;
-  try {
-    fn();
-  } catch (const ds::Error& e) {
-    error = e;
-  }
-  REQUIRE(error.has_value());
-  return *error;
-}
 
 void overwrite(const std::string& path, int64_t offset, int64_t bytes) {
   std::vector<char> garbage(static_cast<size_t>(bytes), 0x5a);
