@@ -125,6 +125,12 @@ class Pieces {
 };
 
 int64_t numel_or_missing(const at::Tensor& t) { return t.defined() ? t.numel() : -1; }
+int64_t bytes_of(const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += bytes_of(t);
+  return bytes;
+}
 int64_t dtype_or_missing(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1; }
 
 }  // namespace
@@ -283,6 +289,7 @@ MPI_Op MpiBackend::Impl::mpi_op(ReduceOp op, at::ScalarType dtype) const {
 void MpiBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
 std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp op) {
+  const auto timing = comms_logger_->begin("all_reduce", bytes_of(tensor), "MPI_Iallreduce (8 MiB pieces)");
   auto call = impl_->begin("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor)}, shape_of(tensor),
                     first_problem({tensor_problem(tensor, "tensor"), op_problem(op, tensor),
                                    count_problem(tensor, "tensor")}));
@@ -297,13 +304,15 @@ std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp o
        },
        "MPI_Iallreduce", pieces.size());
   const int world = world_size();
-  return std::make_unique<MpiWork>(*impl_, std::move(call), [staged, op, world] {
+  return std::make_unique<MpiWork>(*impl_, std::move(call), [staged, op, world, logger = comms_logger_, timing] {
                                      if (op == ReduceOp::Avg) staged->tensor().div_(world);
                                      staged->copy_back();
+                                     logger->end(timing, world);
                                    });
 }
 
 void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  const auto timing = comms_logger_->begin("all_gather", bytes_of(outputs), "MPI_Iallgatherv");
   std::string problem = tensor_problem(input, "input");
   if (problem.empty() && static_cast<int>(outputs.size()) != world_size())
     problem = log::concat("got ", outputs.size(), " output tensors for ", world_size(), " ranks");
@@ -342,6 +351,7 @@ void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Te
   impl_->finish(*call);
   for (int r = 0; r < world_size(); ++r)
     outputs[r].copy_(gathered.narrow(0, displacements[r], counts[r]).view(outputs[r].sizes()));
+  comms_logger_->end(timing, world_size());
 }
 
 namespace {
@@ -363,6 +373,7 @@ void MpiBackend::all_gather_into(const at::Tensor& output, const at::Tensor& inp
 }
 
 std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::Tensor input) {
+  const auto timing = comms_logger_->begin("all_gather_into", bytes_of(output), "MPI_Iallgather");
   auto call = impl_->begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)},
                     "input " + shape_of(input), gather_into_problem(output, input, world_size()));
   auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
@@ -374,10 +385,15 @@ std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::T
          return MPI_Iallgather(in->data(), count, type, out->data(), count, type, impl_->comm_, request);
        },
        "MPI_Iallgather");
-  return std::make_unique<MpiWork>(*impl_, std::move(call), [in, out] { out->copy_back(); });
+  return std::make_unique<MpiWork>(*impl_, std::move(call),
+                                   [in, out, logger = comms_logger_, timing, world = world_size()] {
+                                     out->copy_back();
+                                     logger->end(timing, world);
+                                   });
 }
 
 void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
+  const auto timing = comms_logger_->begin("reduce_scatter", bytes_of(inputs), "MPI_Ireduce_scatter");
   std::string problem = first_problem({tensor_problem(output, "output"), op_problem(op, output)});
   if (problem.empty() && static_cast<int>(inputs.size()) != world_size())
     problem = log::concat("got ", inputs.size(), " input tensors for ", world_size(), " ranks");
@@ -416,6 +432,7 @@ void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::
   impl_->finish(*call);
   if (op == ReduceOp::Avg) out.tensor().div_(world_size());
   out.copy_back();
+  comms_logger_->end(timing, world_size());
 }
 
 namespace {
@@ -438,6 +455,7 @@ void MpiBackend::reduce_scatter_into(const at::Tensor& output, const at::Tensor&
 }
 
 std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, at::Tensor input, ReduceOp op) {
+  const auto timing = comms_logger_->begin("reduce_scatter_into", bytes_of(input), "MPI_Ireduce to each rank (8 MiB pieces)");
   auto call = impl_->begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)},
                     "output " + shape_of(output), scatter_into_problem(output, input, op, world_size()));
   auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
@@ -457,13 +475,15 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, a
                             root, impl_->comm_, request);
        },
        "MPI_Ireduce", pieces.size() * world);
-  return std::make_unique<MpiWork>(*impl_, std::move(call), [in, out, op, world] {
+  return std::make_unique<MpiWork>(*impl_, std::move(call), [in, out, op, world, logger = comms_logger_, timing] {
                                      if (op == ReduceOp::Avg) out->tensor().div_(world);
                                      out->copy_back();
+                                     logger->end(timing, world);
                                    });
 }
 
 void MpiBackend::broadcast(const at::Tensor& tensor, int src) {
+  const auto timing = comms_logger_->begin("broadcast", bytes_of(tensor), "MPI_Ibcast");
   std::string problem = first_problem({tensor_problem(tensor, "tensor"), count_problem(tensor, "tensor")});
   if (problem.empty() && (src < 0 || src >= world_size()))
     problem = log::concat("source rank ", src, " is outside the group of ", world_size());
@@ -477,6 +497,7 @@ void MpiBackend::broadcast(const at::Tensor& tensor, int src) {
        "MPI_Ibcast");
   impl_->finish(*call);
   staged.copy_back();
+  comms_logger_->end(timing, world_size());
 }
 
 namespace {
@@ -494,18 +515,21 @@ void MpiBackend::send(const at::Tensor& tensor, int dst, int tag) {
   if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("send: " + problem).with_rank(rank());
   check_peer("send", dst, rank(), world_size());
   impl_->check_usable("send");
+  const auto timing = comms_logger_->begin("send", bytes_of(tensor), "MPI_Isend");
   StagedTensor staged(tensor, impl_->reachable(tensor));
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Isend(staged.data(), mpi_count(tensor.numel(), "send tensor"), mpi_type(tensor.scalar_type()), dst,
                       tag, impl_->comm_, &request),
             "MPI_Isend");
   impl_->wait(request, log::concat("send to rank ", dst, " (tag ", tag, ")"), 0, {impl_->world_ranks_[dst]}, "MPI_Isend");
+  comms_logger_->end(timing, world_size());
 }
 
 void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
   if (auto problem = tensor_problem(tensor, "tensor"); !problem.empty()) throw Error("recv: " + problem).with_rank(rank());
   check_peer("recv", src, rank(), world_size());
   impl_->check_usable("recv");
+  const auto timing = comms_logger_->begin("recv", bytes_of(tensor), "MPI_Irecv");
   StagedTensor staged(tensor, impl_->reachable(tensor));
   const MPI_Datatype type = mpi_type(tensor.scalar_type());
   const int expected = mpi_count(tensor.numel(), "recv tensor");
@@ -534,14 +558,17 @@ void MpiBackend::recv(const at::Tensor& tensor, int src, int tag) {
                             shape_of(tensor)))
         .with_rank(rank());
   staged.copy_back();
+  comms_logger_->end(timing, world_size());
 }
 
 // Checked like the other collectives (nothing to compare) so that it takes its place in the queue:
 // posted before the data calls of earlier calls, it would match different calls on different ranks.
 void MpiBackend::barrier() {
+  const auto timing = comms_logger_->begin("barrier", 0, "MPI_Ibarrier");
   auto call = impl_->begin("barrier", {}, "", "");
   impl_->post(*call, [this](int, MPI_Request* request) { return MPI_Ibarrier(impl_->comm_, request); }, "MPI_Ibarrier");
   impl_->finish(*call);
+  comms_logger_->end(timing, world_size());
 }
 
 std::shared_ptr<Backend> MpiBackend::split(int color, int key) {
@@ -551,7 +578,9 @@ std::shared_ptr<Backend> MpiBackend::split(int color, int key) {
   MPI_Comm sub;
   check_mpi(MPI_Comm_split(impl_->comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
   if (sub == MPI_COMM_NULL) return nullptr;
-  return std::shared_ptr<Backend>(new MpiBackend(std::make_unique<Impl>(sub, cuda_aware(), impl_->watchdog_, label)));
+  std::shared_ptr<MpiBackend> group(new MpiBackend(std::make_unique<Impl>(sub, cuda_aware(), impl_->watchdog_, label)));
+  group->comms_logger_ = comms_logger_;
+  return group;
 }
 
 void MpiBackend::abort(const std::string& message) { abort_job(message); }

@@ -35,6 +35,9 @@ std::string float32_problem(const at::Tensor& t, const char* role) {
 
 at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker_error, at::Tensor server_error,
                                             int /*local_rank: DeepSpeed's GPU for cupy; the kernels here run on the CPU*/) {
+  const auto timing = comms_logger_->begin(
+      "compressed_allreduce", buffer.defined() ? buffer.numel() * int64_t{4} : 0,
+      "1-bit: MPI_Ialltoall of signs, MPI_Iallgather of scales, of server signs, of server scales");
   std::string problem;
   for (auto [tensor, role] : {std::pair{&buffer, "buffer"}, {&worker_error, "worker_error"}, {&server_error, "server_error"}})
     if (problem.empty()) problem = float32_problem(*tensor, role);
@@ -113,6 +116,7 @@ at::Tensor MpiBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worker
   staged_server_error.copy_back();
   if (values != buffer.data_ptr())
     buffer.copy_(at::from_blob(values, {layout.numel}, at::kFloat).view(buffer.sizes()));
+  comms_logger_->end(timing, world);
   return buffer;
 }
 

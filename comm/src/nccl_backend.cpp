@@ -64,6 +64,16 @@ void check_cuda_tensor(const at::Tensor& t, const char* role) {
     throw Error(std::string("NcclBackend: ") + role + " must be a CUDA tensor").with_rank(log::rank());
 }
 
+// A recorded call is timed to the end of its transfer: the host waits for the stream once the call
+// is enqueued (as DeepSpeed's comms timers synchronize), which a call not recorded never does.
+void end_recorded(CommsLogger& logger, const CommsLogger::Timing& timing, cudaStream_t stream, int world) {
+  if (!timing.op) return;
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  logger.end(timing, world);
+}
+
+int64_t bytes_of(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
 // An operation enqueued on a stream; wait() makes the caller's current stream wait for it.
 class NcclWork final : public Work {
  public:
@@ -131,10 +141,12 @@ void NcclBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) { all_reduce
 
 std::unique_ptr<Work> NcclBackend::all_reduce_async(at::Tensor tensor, ReduceOp op) {
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin("all_reduce", bytes_of(tensor), "ncclAllReduce");
   auto staged = std::make_shared<StagedTensor>(tensor, state_->gpu());
   check_nccl(ncclAllReduce(staged->data(), staged->data(), tensor.numel(), nccl_type(tensor.scalar_type()),
                            nccl_op(op, tensor.scalar_type()), state_->comm, state_->stream()),
              "ncclAllReduce");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
   return std::make_unique<NcclWork>(state_->stream(), std::vector{staged}, true);
 }
 
@@ -144,6 +156,9 @@ void NcclBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::T
   if (outputs[rank()].numel() != input.numel())
     throw Error("all_gather: this rank's output slot and input differ in size").with_rank(rank());
   c10::cuda::CUDAGuard guard(state_->device);
+  int64_t total_bytes = 0;
+  for (const auto& output : outputs) total_bytes += bytes_of(output);
+  const auto timing = comms_logger_->begin("all_gather", total_bytes, "ncclBroadcast from each rank, grouped");
   // Unequal sizes: one broadcast per source rank, grouped into one NCCL launch.
   const at::Tensor in = input.to(state_->gpu()).contiguous();
   std::vector<StagedTensor> staged;
@@ -157,6 +172,7 @@ void NcclBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::T
                              state_->comm, state_->stream()),
                "ncclBroadcast");
   check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
   for (const auto& s : staged) s.copy_back();
 }
 
@@ -169,11 +185,13 @@ std::unique_ptr<Work> NcclBackend::all_gather_into_async(at::Tensor output, at::
     throw Error(log::concat("all_gather_into: output has ", output.numel(), " elements, not world size ",
                             world_size(), " x input's ", input.numel()));
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin("all_gather_into", bytes_of(output), "ncclAllGather");
   auto in = std::make_shared<StagedTensor>(input, state_->gpu());
   auto out = std::make_shared<StagedTensor>(output, state_->gpu());
   check_nccl(ncclAllGather(in->data(), out->data(), input.numel(), nccl_type(input.scalar_type()), state_->comm,
                            state_->stream()),
              "ncclAllGather");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
   return std::make_unique<NcclWork>(state_->stream(), std::vector{in, out}, true);
 }
 
@@ -183,6 +201,9 @@ void NcclBackend::reduce_scatter(const at::Tensor& output, const std::vector<at:
   if (inputs[rank()].numel() != output.numel())
     throw Error("reduce_scatter: this rank's input part and output differ in size").with_rank(rank());
   c10::cuda::CUDAGuard guard(state_->device);
+  int64_t total_bytes = 0;
+  for (const auto& input : inputs) total_bytes += bytes_of(input);
+  const auto timing = comms_logger_->begin("reduce_scatter", total_bytes, "ncclReduce to each rank, grouped");
   // Unequal sizes: one reduce per destination rank, grouped into one NCCL launch.
   StagedTensor out(output, state_->gpu());
   std::vector<at::Tensor> in;
@@ -197,6 +218,7 @@ void NcclBackend::reduce_scatter(const at::Tensor& output, const std::vector<at:
                           state_->comm, state_->stream()),
                "ncclReduce");
   check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
   out.copy_back();
 }
 
@@ -209,51 +231,63 @@ std::unique_ptr<Work> NcclBackend::reduce_scatter_into_async(at::Tensor output, 
     throw Error(log::concat("reduce_scatter_into: input has ", input.numel(), " elements, not world size ",
                             world_size(), " x output's ", output.numel()));
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin("reduce_scatter_into", bytes_of(input), "ncclReduceScatter");
   auto in = std::make_shared<StagedTensor>(input, state_->gpu());
   auto out = std::make_shared<StagedTensor>(output, state_->gpu());
   check_nccl(ncclReduceScatter(in->data(), out->data(), output.numel(), nccl_type(output.scalar_type()),
                                nccl_op(op, output.scalar_type()), state_->comm, state_->stream()),
              "ncclReduceScatter");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
   return std::make_unique<NcclWork>(state_->stream(), std::vector{in, out}, true);
 }
 
 void NcclBackend::broadcast(const at::Tensor& tensor, int src) {
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin("broadcast", bytes_of(tensor), "ncclBroadcast");
   StagedTensor staged(tensor, state_->gpu());
   check_nccl(ncclBroadcast(staged.data(), staged.data(), tensor.numel(), nccl_type(tensor.scalar_type()), src,
                            state_->comm, state_->stream()),
              "ncclBroadcast");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
   staged.copy_back();
 }
 
 void NcclBackend::send(const at::Tensor& tensor, int dst, int /*tag: NCCL matches by order*/) {
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin("send", bytes_of(tensor), "ncclSend");
   const at::Tensor in = tensor.to(state_->gpu()).contiguous();
   check_nccl(ncclSend(in.data_ptr(), in.numel(), nccl_type(in.scalar_type()), dst, state_->comm, state_->stream()),
              "ncclSend");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
 }
 
 void NcclBackend::recv(const at::Tensor& tensor, int src, int /*tag*/) {
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin("recv", bytes_of(tensor), "ncclRecv");
   StagedTensor staged(tensor, state_->gpu());
   check_nccl(ncclRecv(staged.data(), tensor.numel(), nccl_type(tensor.scalar_type()), src, state_->comm,
                       state_->stream()),
              "ncclRecv");
+  end_recorded(*comms_logger_, timing, state_->stream(), world_size());
   staged.copy_back();
 }
 
 void NcclBackend::barrier() {
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin("barrier", 0, "ncclAllReduce of one value, then stream synchronize");
   const at::Tensor token = at::zeros({1}, at::TensorOptions().device(at::kCUDA, state_->device));
   all_reduce(token);
   check_cuda(cudaStreamSynchronize(state_->stream()), "cudaStreamSynchronize");
+  comms_logger_->end(timing, world_size());
 }
 
 std::shared_ptr<Backend> NcclBackend::split(int color, int key) {
   std::shared_ptr<Backend> group = state_->bootstrap->split(color, key);
   if (!group) return nullptr;
-  return std::shared_ptr<Backend>(
+  std::shared_ptr<NcclBackend> nccl_group(
       new NcclBackend(std::make_unique<State>(std::static_pointer_cast<MpiBackend>(group))));
+  nccl_group->comms_logger_ = comms_logger_;
+  return nccl_group;
 }
 
 // The algorithm of mpi_compressed_allreduce.cpp with the arithmetic of onebit_tensor_ops on the GPU:
@@ -268,6 +302,9 @@ at::Tensor NcclBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worke
   const onebit::Layout layout =
       onebit::checked_layout(buffer.numel(), worker_error.numel(), server_error.numel(), world_size());
   c10::cuda::CUDAGuard guard(state_->device);
+  const auto timing = comms_logger_->begin(
+      "compressed_allreduce", bytes_of(buffer),
+      "1-bit: grouped ncclSend/ncclRecv of signs, ncclAllGather of scales, of server signs, of server scales");
   const int world = world_size();
   const cudaStream_t stream = state_->stream();
   const int64_t chunk_bytes = layout.chunk_bytes();
@@ -300,6 +337,7 @@ at::Tensor NcclBackend::compressed_allreduce(at::Tensor buffer, at::Tensor worke
   check_nccl(ncclAllGather(server_scale.data_ptr(), server_scales.data_ptr(), 1, ncclFloat32, state_->comm, stream),
              "ncclAllGather");
   const at::Tensor result = onebit::unpack_signs(gathered, server_scales).view({-1});
+  end_recorded(*comms_logger_, timing, stream, world);
 
   staged_worker_error.copy_back();
   staged_server_error.copy_back();

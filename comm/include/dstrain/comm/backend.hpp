@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "dstrain/comm/comms_logger.hpp"
+
 namespace ds::comm {
 
 // How long a wait of any collective or point-to-point call may last before the job is ended
@@ -90,6 +92,12 @@ class Backend {
 
   // Logs the message with this rank and ends the whole job (every rank of every group).
   [[noreturn]] virtual void abort(const std::string& message) = 0;
+
+  // What this group's calls cost (off until configured); shared with the groups split from it.
+  CommsLogger& comms_logger() const { return *comms_logger_; }
+
+ protected:
+  std::shared_ptr<CommsLogger> comms_logger_ = std::make_shared<CommsLogger>();
 };
 
 }  // namespace ds::comm
