@@ -2,8 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -20,18 +22,42 @@
 namespace ds::io {
 namespace {
 
-// Writes one aligned block through O_DIRECT: the only proof that the file system takes it (tmpfs
-// refuses at open, some FUSE file systems only at the write).
-void check_direct_io(const std::string& folder, const std::string& key) {
+// What the error messages add to the problem: the space the swap files need and the space there is.
+std::string need_and_free(const std::string& who, int64_t bytes_needed, int64_t free_bytes) {
+  return who + " needs " + std::to_string(bytes_needed) + " bytes for swap files there, the file system has " +
+         std::to_string(free_bytes) + " free";
+}
+
+int64_t free_bytes_of(const std::string& nvme_path, const std::string& key) {
+  struct statvfs fs {};
+  if (::statvfs(nvme_path.c_str(), &fs) != 0)
+    throw Error("cannot read the free space of the NVMe path").with_key(key).with_path(nvme_path).with_errno(errno);
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
+// The name of a file system that keeps its files in memory, or "".
+std::string memory_file_system(const std::string& nvme_path) {
+  struct statfs fs {};
+  if (::statfs(nvme_path.c_str(), &fs) != 0) return "";
+  if (fs.f_type == TMPFS_MAGIC) return "tmpfs";
+  if (fs.f_type == RAMFS_MAGIC) return "ramfs";
+  return "";
+}
+
+// Writes one aligned block through O_DIRECT into `folder`, a fresh folder in `nvme_path`: the only
+// proof that the file system takes it (ramfs refuses at open, as tmpfs did before Linux 6.6; some
+// FUSE file systems only at the write).
+void check_direct_io(const std::string& nvme_path, const std::string& folder, const std::string& key,
+                     const std::string& because) {
   const std::string probe = folder + "/o_direct_probe";
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
   if (fd < 0)
-    throw Error("the NVMe path does not support O_DIRECT (tmpfs does not; use a folder on a disk)")
-        .with_key(key).with_path(folder).with_errno(errno);
+    throw Error("the NVMe path does not take O_DIRECT, which the swap files need (use a folder on a disk); " + because)
+        .with_key(key).with_path(nvme_path).with_errno(errno);
   void* block = nullptr;
   if (::posix_memalign(&block, kDirectIoAlignment, kDirectIoAlignment) != 0) {
     ::close(fd);
-    throw Error("cannot allocate the O_DIRECT probe block").with_key(key).with_path(folder);
+    throw Error("cannot allocate the O_DIRECT probe block").with_key(key).with_path(nvme_path);
   }
   std::fill_n(static_cast<char*>(block), kDirectIoAlignment, 0);
   const ssize_t written = ::pwrite(fd, block, kDirectIoAlignment, 0);
@@ -40,7 +66,8 @@ void check_direct_io(const std::string& folder, const std::string& key) {
   ::close(fd);
   ::unlink(probe.c_str());
   if (written != kDirectIoAlignment)
-    throw Error("an O_DIRECT write to the NVMe path failed").with_key(key).with_path(folder).with_errno(written < 0 ? err : 0);
+    throw Error("an O_DIRECT write to the NVMe path failed, and the swap files need O_DIRECT; " + because)
+        .with_key(key).with_path(nvme_path).with_errno(written < 0 ? err : 0);
 }
 
 std::string host_name() {
@@ -110,39 +137,59 @@ int64_t remove_dead_swap_folders(const std::string& nvme_path) {
   return freed;
 }
 
-std::string make_swap_folder(const std::string& nvme_path, const std::string& prefix, const std::string& key,
-                             int64_t bytes_needed) {
-  // First: their space counts towards what this run needs.
-  remove_dead_swap_folders(nvme_path);
+namespace {
+
+// The checks, in order: the path is a writable folder that takes O_DIRECT, with room for
+// `bytes_needed` bytes (`who` needs them), on a disk rather than in memory. Creates a fresh folder `<nvme_path>/<prefix>-<host>-<pid>-XXXXXX`
+// for the O_DIRECT probe and returns it; removes it when a check fails.
+std::string make_checked_folder(const std::string& nvme_path, const std::string& prefix, const std::string& key,
+                                const std::string& who, int64_t bytes_needed) {
   struct stat info {};
   if (::stat(nvme_path.c_str(), &info) != 0)
     throw Error("the NVMe path does not exist").with_key(key).with_path(nvme_path).with_errno(errno);
   if (!S_ISDIR(info.st_mode)) throw Error("the NVMe path is not a folder").with_key(key).with_path(nvme_path);
+  const int64_t free_bytes = free_bytes_of(nvme_path, key);
+  const std::string because = need_and_free(who, bytes_needed, free_bytes);
+  // access() sees read-only mounts and immutable folders, even for root; mkdtemp sees the rest.
   if (::access(nvme_path.c_str(), W_OK | X_OK) != 0)
-    throw Error("the NVMe path is not writable").with_key(key).with_path(nvme_path).with_errno(errno);
-  struct statvfs fs {};
-  if (::statvfs(nvme_path.c_str(), &fs) != 0)
-    throw Error("cannot read the free space of the NVMe path").with_key(key).with_path(nvme_path).with_errno(errno);
-  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
-  if (free_bytes < bytes_needed)
-    throw Error("the NVMe path has " + std::to_string(free_bytes) + " bytes free, this rank needs " +
-                std::to_string(bytes_needed))
-        .with_key(key).with_path(nvme_path).with_length(bytes_needed);
-
-  const std::string pattern =
-      nvme_path + "/" + prefix + "-" + host_name() + "-" + std::to_string(::getpid()) + "-XXXXXX";
+    throw Error("the NVMe path is not writable; " + because).with_key(key).with_path(nvme_path).with_errno(errno);
+  const std::string pattern = nvme_path + "/" + prefix + "-" + host_name() + "-" + std::to_string(::getpid()) + "-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
   if (!::mkdtemp(name.data()))
-    throw Error("cannot create a folder in the NVMe path").with_key(key).with_path(nvme_path).with_errno(errno);
+    throw Error("the NVMe path is not writable (cannot create a folder in it); " + because)
+        .with_key(key).with_path(nvme_path).with_errno(errno);
   const std::string folder(name.data());
   try {
-    check_direct_io(folder, key);
+    check_direct_io(nvme_path, folder, key, because);
+    if (free_bytes < bytes_needed)
+      throw Error("the NVMe path is too small: " + because).with_key(key).with_path(nvme_path).with_length(bytes_needed);
+    // After O_DIRECT, which tmpfs takes since Linux 6.6: its files are this node's memory, counted
+    // against the very budget that offloading is meant to relieve.
+    if (const std::string memory = memory_file_system(nvme_path); !memory.empty())
+      throw Error("the NVMe path is on " + memory + ", which keeps its files in memory: the swap files would take " +
+                  "the memory that offloading frees (use a folder on a disk); " + because)
+          .with_key(key).with_path(nvme_path);
   } catch (...) {
     remove_tree(folder);
     throw;
   }
   return folder;
+}
+
+}  // namespace
+
+std::string make_swap_folder(const std::string& nvme_path, const std::string& prefix, const std::string& key,
+                             int64_t bytes_needed) {
+  // First: their space counts towards what this run needs.
+  remove_dead_swap_folders(nvme_path);
+  return make_checked_folder(nvme_path, prefix, key, "this rank", bytes_needed);
+}
+
+void check_swap_path(const std::string& nvme_path, const std::string& key, const std::string& who,
+                     int64_t bytes_needed) {
+  remove_dead_swap_folders(nvme_path);
+  remove_tree(make_checked_folder(nvme_path, "dstrain-preflight", key, who, bytes_needed));
 }
 
 }  // namespace ds::io

@@ -1,6 +1,5 @@
 // The NVMe path checks against the file system itself: statvfs for room, mkdtemp for freshness.
-// (The O_DIRECT refusal is not exercised: tmpfs takes O_DIRECT since Linux 6.6, and no other file
-// system that refuses it can be mounted here.)
+// (O_DIRECT, tmpfs and read-only mounts: swap_bad_path_test.cpp.)
 #include <catch2/catch.hpp>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
