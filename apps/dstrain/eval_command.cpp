@@ -10,11 +10,10 @@
 #include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/data/token_source.hpp"
-#include "dstrain/engine/models/gpt.hpp"
-#include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "evaluation.hpp"
+#include "model_choice.hpp"
 #include "trainer_block.hpp"
 
 namespace ds::app {
@@ -43,10 +42,10 @@ void evaluate_checkpoint(const EvalOptions& options) {
       options.config_path.empty() ? checkpoint_config(folder) : Config::parse_file(options.config_path);
   const std::string origin = options.config_path.empty() ? folder : options.config_path;
   const TrainerBlock trainer = read_trainer_block(config.value("dstrain", nlohmann::json::object()));
-  const models::GPTConfig model_config = models::GPTConfig::from_json(trainer.model);
-  const auto source = data::make_validation_source(trainer.data, model_config.vocab_size, model_config.block_size);
+  const ModelChoice choice = choose_model(trainer.model);
+  const auto source = data::make_validation_source(trainer.data, choice.vocab_size(), choice.max_sequence_length());
   if (!source) throw Error("no held-out data to evaluate on: set dstrain.data.valid").with_key("dstrain.data.valid");
-  models::GPT model(model_config);
+  const CausalLM model = choice.build();
   load_checkpoint_weights(folder, *model);
   const int64_t iters = options.iters > 0 ? options.iters : trainer.eval_iters;
   const int64_t batch = options.batch_size > 0 ? options.batch_size : micro_batch_of(config, origin);

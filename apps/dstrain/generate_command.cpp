@@ -18,10 +18,8 @@
 #include "dstrain/engine/checkpoint/export.hpp"
 #include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
-#include "dstrain/engine/models/gpt.hpp"
-#include "dstrain/engine/models/gpt_config.hpp"
-#include "dstrain/engine/models/gpt_inference.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "model_choice.hpp"
 #include "trainer_block.hpp"
 
 namespace ds::app {
@@ -32,7 +30,7 @@ struct GenerateOptions {
   std::string tag;
   std::string prompt;
   std::string tokenizer;  // "": bytes
-  int64_t max_new_tokens = 0;  // 0: as many as block_size allows, at most 100
+  int64_t max_new_tokens = 0;  // 0: as many as the longest sequence allows, at most 100
   double temperature = 1.0;
   int64_t top_k = 0;
   uint64_t seed = 0;
@@ -105,12 +103,13 @@ std::vector<int64_t> encode_prompt(const GenerateOptions& options, int64_t vocab
   return ids;
 }
 
-void check_length(int64_t prompt_tokens, int64_t max_new_tokens, int64_t block_size) {
+void check_length(int64_t prompt_tokens, int64_t max_new_tokens, const ModelChoice& model) {
   // The last new token is never fed back, so prompt + new - 1 positions must fit.
-  const int64_t limit = block_size - prompt_tokens + 1;
+  const int64_t limit = model.max_sequence_length() - prompt_tokens + 1;
   if (max_new_tokens > limit)
     throw Error("--max-new-tokens " + std::to_string(max_new_tokens) + " with a prompt of " +
-                std::to_string(prompt_tokens) + " tokens passes the model's block_size " + std::to_string(block_size) +
+                std::to_string(prompt_tokens) + " tokens passes the model's " + model.max_sequence_key() + " " +
+                std::to_string(model.max_sequence_length()) +
                 ": at most " + std::to_string(std::max<int64_t>(limit, 0)) + " new tokens")
         .with_key("--max-new-tokens");
 }
@@ -119,12 +118,12 @@ void generate_text(const GenerateOptions& options) {
   const std::string folder = ckpt::checkpoint_folder(options.dir, options.tag);
   const nlohmann::json config = checkpoint_config(folder);
   const TrainerBlock trainer = read_trainer_block(config.value("dstrain", nlohmann::json::object()));
-  const models::GPTConfig model_config = models::GPTConfig::from_json(trainer.model);
-  const std::vector<int64_t> prompt = encode_prompt(options, model_config.vocab_size);
-  const int64_t fit = model_config.block_size - static_cast<int64_t>(prompt.size()) + 1;
+  const ModelChoice choice = choose_model(trainer.model);
+  const std::vector<int64_t> prompt = encode_prompt(options, choice.vocab_size());
+  const int64_t fit = choice.max_sequence_length() - static_cast<int64_t>(prompt.size()) + 1;
   const int64_t max_new_tokens = options.max_new_tokens > 0 ? options.max_new_tokens : std::clamp<int64_t>(fit, 1, 100);
-  check_length(static_cast<int64_t>(prompt.size()), max_new_tokens, model_config.block_size);
-  models::GPT model(model_config);
+  check_length(static_cast<int64_t>(prompt.size()), max_new_tokens, choice);
+  const CausalLM model = choice.build();
   load_checkpoint_weights(folder, *model);
 
   std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
@@ -143,8 +142,7 @@ void generate_text(const GenerateOptions& options) {
   };
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int64_t> generated =
-      models::generate(*model, prompt, max_new_tokens, {options.temperature, options.top_k}, options.seed,
-                       write_token);
+      model.generate(prompt, max_new_tokens, {options.temperature, options.top_k}, options.seed, write_token);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (decoder && decoder->wait() != 0) throw Error("the tokenizer " + options.tokenizer + " cannot decode the tokens");
   std::printf("\n");
@@ -156,7 +154,7 @@ void generate_text(const GenerateOptions& options) {
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
-  auto* command = app.add_subcommand("generate", "sample text from a checkpoint's GPT (KV cache), streaming it");
+  auto* command = app.add_subcommand("generate", "sample text from a checkpoint's GPT or Llama (KV cache), streaming it");
   auto options = std::make_shared<GenerateOptions>();
   command->add_option("--checkpoint", options->dir, "checkpoint directory (as given to --save-dir)")->required();
   command->add_option("--tag", options->tag, "checkpoint tag (default: the directory's latest)");

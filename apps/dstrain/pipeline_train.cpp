@@ -37,6 +37,9 @@ std::string resume_tag(const PipelineEngine& engine, const std::string& save_dir
 
 int run_pipeline_training(const Config& config, const TrainOptions& options, const TrainerBlock& trainer, int64_t steps,
                           std::shared_ptr<comm::Backend> world, Preemption& preemption) {
+  if (trainer.model.value("type", "gpt") != "gpt")
+    throw Error("the pipeline trainer builds the GPT only (PipelineEngine's stages are GPT slices)")
+        .with_key("dstrain.model.type");
   auto model_config = models::GPTConfig::from_json(trainer.model);
   model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
   auto source = data::make_token_source(trainer.data, model_config.vocab_size, model_config.block_size);

@@ -24,6 +24,7 @@
 #include "dstrain/runtime/memory.hpp"
 #include "dstrain/zero/init.hpp"
 #include "evaluation.hpp"
+#include "model_choice.hpp"
 #include "pipeline_train.hpp"
 #include "placement.hpp"
 #include "preemption.hpp"
@@ -141,16 +142,16 @@ int run_training(const TrainOptions& options) {
   apply_host_policy();  // before the model exists, so that building it uses the policy's allocator
   const int64_t baseline_rss = process_memory().rss_bytes;
   torch::manual_seed(config.training().seed);
-  models::GPTConfig model_config = models::GPTConfig::from_json(trainer.model);
-  model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
-  if (!placement.device.is_cuda()) refuse_unless_fits(config, model_config, world->world_size());
+  const ModelChoice choice = choose_model(trainer.model, activation_checkpoint_interval(config));
+  // The memory planner knows the GPT's activations; a Llama goes without the check.
+  if (const auto* gpt = std::get_if<models::GPTConfig>(&choice.config); gpt && !placement.device.is_cuda())
+    refuse_unless_fits(config, *gpt, world->world_size());
   // Stage 3 builds it partitioned on the CPU: no rank ever holds the whole model. On a GPU the model
   // is built whole and moved (moving partitioned parameters would make them whole again).
-  models::GPT model = placement.device.is_cuda() ? models::GPT(model_config)
-                                                 : zero::build(config, [&] { return models::GPT(model_config); }, world);
-  if (placement.device.is_cuda()) model->to(placement.device);
-  auto source = data::make_token_source(trainer.data, model_config.vocab_size, model_config.block_size);
-  auto validation = data::make_validation_source(trainer.data, model_config.vocab_size, model_config.block_size);
+  CausalLM model = placement.device.is_cuda() ? choice.build() : zero::build(config, [&] { return choice.build(); }, world);
+  if (placement.device.is_cuda()) model.ptr()->to(placement.device);
+  auto source = data::make_token_source(trainer.data, choice.vocab_size(), choice.max_sequence_length());
+  auto validation = data::make_validation_source(trainer.data, choice.vocab_size(), choice.max_sequence_length());
   auto engine = ds::initialize(model, config, world);
   if (options.resume) {
     engine->load_checkpoint(options.save_dir, options.tag);
@@ -162,9 +163,10 @@ int run_training(const TrainOptions& options) {
   const int world_size = world->world_size();
   const int gas = engine->gradient_accumulation_steps();
   const int micro = engine->train_micro_batch_size_per_gpu();
-  TrainReport report(*world, baseline_rss, options.metrics_path, options.progress, steps, config.training().steps_per_print, model_config.block_size);
-  log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, ",
-            model->parameters().size(), " tensors; training ", steps, " steps");
+  TrainReport report(*world, baseline_rss, options.metrics_path, options.progress, steps, config.training().steps_per_print,
+                     choice.max_sequence_length());
+  log::info("model: ", choice.summary(), ", ", model.ptr()->parameters().size(), " tensors; training ", steps,
+            " steps");
 
   while (engine->global_steps() < steps) {
     const int64_t step = engine->global_steps();

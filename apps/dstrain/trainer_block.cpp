@@ -13,7 +13,7 @@ namespace {
 
 const std::vector<std::string> kKeys = {"model",  "data",    "steps",   "eval_interval",
                                         "eval_iters", "device", "backend", "memory_limit"};
-const std::vector<std::string> kModelTypes = {"gpt"};
+const std::vector<std::string> kModelTypes = {"gpt", "llama"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);

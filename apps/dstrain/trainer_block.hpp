@@ -1,5 +1,6 @@
 // The config's "dstrain" block as the trainer reads it:
-//   "model":   the built-in model; "type" "gpt" (the only one built in), the rest GPTConfig's keys
+//   "model":   the built-in model: "type" "gpt" (the default; GPTConfig's keys) or "llama"
+//              (LlamaConfig's keys, HF's names); model_choice.hpp reads it
 //   "data":    the token source (data::make_token_source checks it)
 //   "steps":   optimizer steps to train, > 0 (default 100; --steps overrides)
 //   "eval_interval": evaluate on data.valid every N steps, and always after the last (default 0:

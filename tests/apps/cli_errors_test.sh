@@ -39,8 +39,8 @@ expect_failure "dstrain.steps -5" "config key 'dstrain.steps': must be a positiv
   "$dstrain" "${small[@]}" --set dstrain.steps=-5
 expect_failure "dstrain.steps 0" "config key 'dstrain.steps': must be a positive integer, got 0" \
   "$dstrain" "${small[@]}" --set dstrain.steps=0
-expect_failure "dstrain.model.type llama" "config key 'dstrain.model.type': model type \"llama\" is not built in; supported: gpt" \
-  "$dstrain" "${small[@]}" --set dstrain.model.type=llama
+expect_failure "dstrain.model.type mamba" "config key 'dstrain.model.type': model type \"mamba\" is not built in; supported: gpt, llama" \
+  "$dstrain" "${small[@]}" --set dstrain.model.type=mamba
 # Sizes past any model, or that cannot fit, are refused before the model is built (each in a second
 # or two, with a 30 s bound that building a billion layers would hit): the key and the bytes.
 expect_failure "n_layer 1e9" "config key 'dstrain.model.n_layer': 1000000000 is past the largest this build takes, 65536" \
