@@ -57,7 +57,7 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, con
       {options.save_dir.empty() ? "" : engine.checkpoint_dir(options.save_dir), options.save_interval, options.keep_last});
 
   TrainReport report(*world, baseline_rss, options.metrics_path, options.progress, steps, config.training().steps_per_print,
-                     model_config.block_size);
+                     model_config.block_size, config.untyped());
   log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, in ",
             engine.grid().stages(), " pipeline stages x ", engine.grid().replicas(), " replicas, ",
             core.gradient_accumulation_steps(), " micro-batches of ", core.train_micro_batch_size_per_gpu(),
@@ -74,6 +74,7 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, con
     figures.train_batch_size = core.train_batch_size();
     figures.bytes = core.model_state_bytes();
     figures.swap = core.take_swap_stats();
+    if (config.fp16().enabled) figures.loss_scale = core.loss_scale();
     if (config.training().wall_clock_breakdown) {
       // Rank 0's engine timers, and every stage's time per pipeline instruction.
       figures.breakdown_ms = core.timers().elapsed_all_ms();

@@ -164,7 +164,7 @@ int run_training(const TrainOptions& options) {
   const int gas = engine->gradient_accumulation_steps();
   const int micro = engine->train_micro_batch_size_per_gpu();
   TrainReport report(*world, baseline_rss, options.metrics_path, options.progress, steps, config.training().steps_per_print,
-                     choice.max_sequence_length());
+                     choice.max_sequence_length(), config.untyped());
   log::info("model: ", choice.summary(), ", ", model.ptr()->parameters().size(), " tensors; training ", steps,
             " steps");
 
@@ -195,6 +195,7 @@ int run_training(const TrainOptions& options) {
     figures.bytes = engine->model_state_bytes();
     figures.swap = engine->take_swap_stats();
     figures.activation_bytes = activation_bytes;
+    if (config.fp16().enabled) figures.loss_scale = engine->loss_scale();
     if (config.training().wall_clock_breakdown) {
       figures.breakdown_ms = engine->timers().elapsed_all_ms();
       engine->timers().reset();

@@ -21,17 +21,36 @@ namespace {
 
 double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
 
+// DeepSpeed's event names where it has the figure, the same style for dstrain's others.
+std::vector<monitor::Event> monitor_events(const StepFigures& f, double samples_per_sec, double peak_rss_mb) {
+  std::vector<monitor::Event> events = {{"Train/Samples/train_loss", f.loss},
+                                        {"Train/Samples/lr", f.lr},
+                                        {"Train/Samples/grad_norm", f.grad_norm},
+                                        {"Train/Samples/samples_per_sec", samples_per_sec},
+                                        {"Train/Samples/peak_rss_mb", peak_rss_mb}};
+  if (f.loss_scale) events.push_back({"Train/Samples/loss_scale", *f.loss_scale});
+  if (f.breakdown_ms)
+    for (const auto& [name, ms] : *f.breakdown_ms) events.push_back({"Train/Samples/elapsed_time_ms_" + name, ms});
+  if (f.val_loss) {
+    events.push_back({"Eval/Samples/val_loss", *f.val_loss});
+    events.push_back({"Eval/Samples/val_ppl", std::exp(*f.val_loss)});
+  }
+  return events;
+}
+
 }  // namespace
 
 TrainReport::TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path,
-                         ProgressMode progress, int64_t steps, int steps_per_print, int64_t block_size)
+                         ProgressMode progress, int64_t steps, int steps_per_print, int64_t block_size,
+                         const nlohmann::json& monitor_blocks)
     : world_(world),
       baseline_rss_bytes_(baseline_rss_bytes),
       steps_(steps),
       print_every_(std::max(1, steps_per_print)),
       block_size_(block_size),
       interactive_(world.rank() == 0 && draws_progress(progress)),
-      metrics_path_(metrics_path) {
+      metrics_path_(metrics_path),
+      monitors_(monitor_blocks, world.rank()) {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   cpu_user_seconds_ = seconds(usage.ru_utime);
@@ -40,6 +59,7 @@ TrainReport::TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const
     metrics_.open(metrics_path, std::ios::app);
     if (!metrics_) throw Error("cannot open metrics file").with_path(metrics_path).with_errno(errno);
   }
+  for (const std::string& destination : monitors_.destinations()) log::info("monitor: ", destination);
 }
 
 void TrainReport::step(const StepFigures& f) {
@@ -87,6 +107,8 @@ void TrainReport::step(const StepFigures& f) {
           .with_path(metrics_path_)
           .with_errno(errno);
   }
+  if (!monitors_.empty())
+    monitors_.write_events(f.step * f.train_batch_size, monitor_events(f, samples_per_sec, peak_rss_mb));
   // The step's own time counts, so the first rate is already a measured one.
   if (!bar_) {
     using Clock = std::chrono::steady_clock;

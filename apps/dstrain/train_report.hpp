@@ -7,6 +7,8 @@
 // model existed (the baseline: LibTorch, MPI, the program) and the activation bytes of a forward.
 // The NVMe swap figures are rank 0's (docs/offload.md), and so are the CPU seconds, user and
 // system, of the step (all threads; page faults and MPI's kernel-assisted copies are system time).
+// The config's monitors (tensorboard, csv_monitor: docs/monitoring.md) get the step's events on rank 0,
+// at x = the samples trained so far, as DeepSpeed's.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/engine/engine.hpp"
+#include "dstrain/monitor/monitor_set.hpp"
 #include "progress.hpp"
 
 namespace ds::app {
@@ -33,15 +36,17 @@ struct StepFigures {
   int64_t activation_bytes = 0;  // this rank's most over the step's forwards (allocated_bytes() rise)
   std::optional<std::map<std::string, double>> breakdown_ms;  // with wall_clock_breakdown
   std::optional<double> val_loss;  // after an evaluation: the mean held-out loss over all ranks
+  std::optional<double> loss_scale;  // fp16's current loss scale
 };
 
 class TrainReport {
  public:
   // metrics_path: "" for none. Throws ds::Error when rank 0 cannot open it, and step() when a line
   // cannot be written. baseline_rss_bytes:
-  // this rank's RSS before the model was built. progress: whether rank 0 draws the bar.
+  // this rank's RSS before the model was built. progress: whether rank 0 draws the bar. monitor_blocks:
+  // the config's top-level blocks (Config::untyped()), whose monitors are opened here.
   TrainReport(comm::Backend& world, int64_t baseline_rss_bytes, const std::string& metrics_path, ProgressMode progress,
-              int64_t steps, int steps_per_print, int64_t block_size);
+              int64_t steps, int steps_per_print, int64_t block_size, const nlohmann::json& monitor_blocks);
 
   void step(const StepFigures& figures);
 
@@ -57,6 +62,7 @@ class TrainReport {
   std::optional<ProgressBar> bar_;  // from the first step this run reports (a resumed run starts late)
   std::ofstream metrics_;
   std::string metrics_path_;
+  monitor::MonitorSet monitors_;
 };
 
 }  // namespace ds::app
