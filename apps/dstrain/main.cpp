@@ -7,6 +7,7 @@
 #include "eval_command.hpp"
 #include "generate_command.hpp"
 #include "model_commands.hpp"
+#include "plot_command.hpp"
 #include "schedule_command.hpp"
 #include "tokenize_exec.hpp"
 #include "train_command.hpp"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   ds::app::add_tokenize_command(app);
   ds::app::add_eval_command(app);
   ds::app::add_generate_command(app);
+  ds::app::add_plot_command(app);
   // Subcommands run inside parse(); their errors end the command with the message.
   try {
     app.parse(argc, argv);

@@ -9,6 +9,8 @@
 
 #include "dstrain/pipe/schedule_format.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "plot_command.hpp"
+#include "schedule_page.hpp"
 
 namespace {
 
@@ -18,6 +20,7 @@ struct ScheduleOptions {
   int micro_batches = 0;
   int stage_id = 0;
   std::string format;  // empty: JSON for one stage, text for the timeline
+  std::string page;    // with -o: the HTML page of every stage's instructions, instead of printing
 };
 
 constexpr ds::pipe::ScheduleKind kKinds[] = {ds::pipe::ScheduleKind::Train, ds::pipe::ScheduleKind::Inference,
@@ -32,6 +35,11 @@ ds::pipe::ScheduleKind kind_named(const std::string& name) {
 
 void print_schedule(const ScheduleOptions& options, bool one_stage) {
   const ds::pipe::ScheduleKind kind = kind_named(options.kind);
+  if (!options.page.empty()) {
+    ds::app::write_page(options.page, ds::app::schedule_page(kind, options.micro_batches, options.stages));
+    std::cout << "wrote " << options.page << "\n";
+    return;
+  }
   const std::string format = options.format.empty() ? (one_stage ? "json" : "text") : options.format;
   if (!one_stage) {
     if (format == "json") throw CLI::ValidationError("--format", "json prints one stage's stream; give --stage-id");
@@ -67,8 +75,12 @@ void add_schedule_command(CLI::App& app) {
   CLI::Option* stage_id = command->add_option("--stage-id", options->stage_id,
                                               "Print this stage's instructions; without it, a timeline of all stages")
                               ->check(CLI::Range(0, std::numeric_limits<int>::max()));
-  command->add_option("--format", options->format, "json or text (default: json with --stage-id, text without)")
-      ->check(CLI::IsMember({"json", "text"}));
+  CLI::Option* format =
+      command->add_option("--format", options->format, "json or text (default: json with --stage-id, text without)")
+          ->check(CLI::IsMember({"json", "text"}));
+  command->add_option("-o,--out", options->page, "Write every stage's instruction grid as an HTML page instead")
+      ->excludes(stage_id)
+      ->excludes(format);
 
   // A shape the schedules refuse (a stage id past the last stage) is a usage error here: report it
   // the way CLI11 reports the others, with its message and exit code.

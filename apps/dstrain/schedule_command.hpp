@@ -1,5 +1,6 @@
 // `dstrain schedule`: prints DeepSpeed's pipeline schedule for a pipeline shape, either one stage's
-// instruction stream (JSON, or a step listing) or a timeline of all stages side by side.
+// instruction stream (JSON, or a step listing) or a timeline of all stages side by side; with -o, an
+// HTML page drawing every stage's instructions (schedule_page.hpp).
 #pragma once
 
 namespace CLI {

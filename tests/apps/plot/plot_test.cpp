@@ -126,6 +126,7 @@ TEST_CASE("tick labels have the decimals their step needs", "[plot]") {
   CHECK(tick_label(1500, 500) == "1500");
   CHECK(tick_label(0, 2) == "0");
   CHECK(tick_label(5e-4, 5e-4) == "5e-04");
+  CHECK(tick_label(0, 2e-4) == "0");  // not "0e+00" at the foot of an lr axis
   CHECK(tick_label(1e9, 5e8) == "1.0e+09");
 }
 

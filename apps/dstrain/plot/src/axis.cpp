@@ -30,6 +30,7 @@ Axis nice_axis(double min, double max) {
 }
 
 std::string tick_label(double value, double step) {
+  if (value == 0) return "0";
   char text[32];
   const double largest = std::max(std::abs(value), step);
   if (step >= 1e-3 && largest < 1e6) {

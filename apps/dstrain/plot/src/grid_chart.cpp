@@ -9,8 +9,8 @@ namespace ds::plot {
 namespace {
 
 // Pixels: a label column, then one cell per column; a row of tick labels under the grid and the
-// legend under those.
-constexpr double kLabelWidth = 72, kCellWidth = 36, kCellHeight = 30, kTop = 36, kLegendRow = 20;
+// legend under those, its entries side by side, wrapping at the chart's width.
+constexpr double kLabelWidth = 72, kCellWidth = 36, kCellHeight = 30, kTop = 36, kLegendRow = 20, kLegendEntry = 110;
 
 }  // namespace
 
@@ -24,7 +24,9 @@ std::string render_svg(const GridChart& chart) {
   const double grid_bottom = kTop + kCellHeight * rows;
   const double legend_top = grid_bottom + 40;
   const double width = std::max(kLabelWidth + kCellWidth * columns + 16, 480.0);
-  const double height = legend_top + kLegendRow * chart.kinds.size() + 8;
+  const size_t legend_columns = std::max<size_t>(1, static_cast<size_t>((width - kLabelWidth) / kLegendEntry));
+  const size_t legend_rows = (chart.kinds.size() + legend_columns - 1) / legend_columns;
+  const double height = legend_top + kLegendRow * legend_rows + 8;
   std::string svg = "<svg class=\"grid-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(width) +
                     "\" height=\"" + coordinate(height) + "\" viewBox=\"0 0 " + coordinate(width) + " " +
                     coordinate(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
@@ -70,10 +72,11 @@ std::string render_svg(const GridChart& chart) {
   }
   svg += "<text x=\"4\" y=\"" + coordinate(grid_bottom + 14) + "\">" + escape_xml(chart.column_label) + "</text>\n";
   for (size_t k = 0; k < chart.kinds.size(); ++k) {
-    const double y = legend_top + kLegendRow * k;
-    svg += "<g class=\"legend\"><rect x=\"" + coordinate(kLabelWidth) + "\" y=\"" + coordinate(y) +
+    const double x = kLabelWidth + kLegendEntry * (k % legend_columns);
+    const double y = legend_top + kLegendRow * (k / legend_columns);
+    svg += "<g class=\"legend\"><rect x=\"" + coordinate(x) + "\" y=\"" + coordinate(y) +
            "\" width=\"14\" height=\"14\" fill=\"" + escape_xml(chart.kinds[k].colour) + "\"/><text x=\"" +
-           coordinate(kLabelWidth + 20) + "\" y=\"" + coordinate(y + 11) + "\">" + escape_xml(chart.kinds[k].name) +
+           coordinate(x + 20) + "\" y=\"" + coordinate(y + 11) + "\">" + escape_xml(chart.kinds[k].name) +
            "</text></g>\n";
   }
   return svg + "</svg>\n";

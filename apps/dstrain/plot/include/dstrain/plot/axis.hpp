@@ -18,7 +18,7 @@ struct Axis {
 // 1 around zero) so that the line sits inside the axis, not on its edge.
 Axis nice_axis(double min, double max);
 
-// A tick's label, with as many decimals as the step needs: "0.25", "1500", "3e-04".
+// A tick's label, with as many decimals as the step needs: "0.25", "1500", "3e-04", and "0" for 0.
 std::string tick_label(double value, double step);
 
 }  // namespace ds::plot
