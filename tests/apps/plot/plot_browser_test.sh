@@ -6,7 +6,8 @@
 #     DOM has one path per run and figure with a command per value in the metrics file
 #     (page_check.py series), the screenshot is the window's size and not blank, and both runs'
 #     colours are on it; no console errors (a page with a script error shows the check sees them);
-#   - the schedule page: a segment per instruction of every stage, as `--stage-id` JSON lists them;
+#   - the schedule page: a segment per instruction of every stage, as `--stage-id` JSON lists them,
+#     and the bubble the text timeline counts;
 #   - errors: a missing file and a line that is not JSON are named.
 set -euo pipefail
 dstrain=$1 source=$2
@@ -40,8 +41,9 @@ common=(--config "$source/configs/default.json" --set dstrain.model.n_embd=32 --
         --set "dstrain.data.valid=$source/README.md" --set dstrain.eval_iters=2
         --set train_micro_batch_size_per_gpu=2 --set gradient_accumulation_steps=1 --set train_batch_size=null)
 mkdir -p "$work/runs"
-"$@" -np 2 "$dstrain" "${common[@]}" --steps 8 --set dstrain.eval_interval=3 --metrics "$work/runs/a.jsonl" \
-  > "$work/a.log"
+# Run a also logs its collectives: where the trainer writes "comms" lines, their charts are checked too.
+"$@" -np 2 "$dstrain" "${common[@]}" --steps 8 --set dstrain.eval_interval=3 --set comms_logger.enabled=true \
+  --metrics "$work/runs/a.jsonl" > "$work/a.log"
 "$@" -np 1 "$dstrain" "${common[@]}" --steps 5 --set dstrain.eval_interval=2 --set optimizer.params.lr=0.0003 \
   --metrics "$work/runs/b.jsonl" > "$work/b.log"
 
@@ -62,6 +64,9 @@ browser "$work/schedule.html" "$work/schedule.dom" "$work/schedule.png" 1000 500
 errors=$(console_errors "$work/schedule.dom" "$work/schedule.png")
 [ -z "$errors" ] || { echo "console errors on the schedule page:"; echo "$errors"; exit 1; }
 python3 "$check" grid "$work/schedule.dom" "${stages[@]}"
+# The page's bubble is the text timeline's: "bubble: 24 of 72 stage-steps idle" -> "Bubble: 24 of 72 stage-steps".
+bubble=$("$dstrain" schedule --kind train --stages 4 --micro-batches 6 | sed -n 's/^bubble: \([0-9]* of [0-9]*\) .*/\1/p')
+grep -q "Bubble: $bubble stage-steps" "$work/schedule.dom" || { echo "no 'Bubble: $bubble' on the page"; exit 1; }
 python3 "$check" png "$work/schedule.png" 1000 500 "#56B4E9" "#E69F00"  # forward, backward
 
 expect_error() {  # expect_error TEXT COMMAND...: the command fails and says TEXT
