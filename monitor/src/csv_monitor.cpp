@@ -37,7 +37,8 @@ AppendFile& CsvMonitor::file_for(const std::string& event_name) {
 }
 
 void CsvMonitor::write_events(int64_t step, const std::vector<Event>& events) {
-  for (const Event& event : events) file_for(event.name).append(std::to_string(step) + "," + shortest(event.value) + "\n");
+  for (const Event& event : events)
+    file_for(event.name).append(std::to_string(step) + "," + shortest(event.value) + "\n");
 }
 
 }  // namespace ds::monitor

@@ -17,9 +17,10 @@ namespace fs = std::filesystem;
 
 TEST_CASE("monitor set: each enabled block writes under output_path/job_name, on rank 0 only", "[monitor]") {
   ScratchFolder scratch;
-  const json blocks = {{"tensorboard", {{"enabled", true}, {"output_path", scratch.path() + "/tb/"}, {"job_name", "run"}}},
-                       {"csv_monitor", {{"enabled", true}, {"output_path", scratch.path() + "/csv"}, {"job_name", "run"}}},
-                       {"wandb", {{"enabled", true}}}};
+  const json blocks = {
+      {"tensorboard", {{"enabled", true}, {"output_path", scratch.path() + "/tb/"}, {"job_name", "run"}}},
+      {"csv_monitor", {{"enabled", true}, {"output_path", scratch.path() + "/csv"}, {"job_name", "run"}}},
+      {"wandb", {{"enabled", true}}}};
   MonitorSet other_rank(blocks, 1);
   CHECK(other_rank.empty());
   other_rank.write_events(4, {{"Train/Samples/train_loss", 1.0}});
@@ -42,8 +43,8 @@ TEST_CASE("monitor set: each enabled block writes under output_path/job_name, on
 TEST_CASE("monitor set: disabled or absent blocks write nothing; DeepSpeed's defaults otherwise", "[monitor]") {
   ScratchFolder scratch;
   CHECK(MonitorSet(json::object(), 0).empty());
-  CHECK(MonitorSet({{"tensorboard", {{"enabled", false}, {"output_path", scratch.path()}}}, {"csv_monitor", nullptr}}, 0)
-            .empty());
+  const json disabled = {{"tensorboard", {{"enabled", false}, {"output_path", scratch.path()}}}, {"csv_monitor", nullptr}};
+  CHECK(MonitorSet(disabled, 0).empty());
   CHECK(fs::is_empty(scratch.path()));
   // No output_path: the working folder; no job_name: DeepSpeedJobName.
   const fs::path previous = fs::current_path();

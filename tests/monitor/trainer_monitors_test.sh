@@ -22,7 +22,8 @@ common=(--config "$source/configs/default.json" --set dstrain.model.n_embd=64 --
         --set wall_clock_breakdown=true
         --set "tensorboard={\"enabled\": true, \"output_path\": \"$work/runs/\", \"job_name\": \"gpt\"}"
         --set "csv_monitor={\"enabled\": true, \"output_path\": \"$work/runs\", \"job_name\": \"gpt\"}")
-"$@" -np 2 "$dstrain" "${common[@]}" --steps 3 --save-dir "$work/ckpt" --metrics "$work/metrics.jsonl" > "$work/first.log"
+"$@" -np 2 "$dstrain" "${common[@]}" --steps 3 --save-dir "$work/ckpt" --metrics "$work/metrics.jsonl" \
+  > "$work/first.log"
 grep -q "monitor: csv files in $work/runs/gpt" "$work/first.log"
 "$@" -np 2 "$dstrain" "${common[@]}" --steps 5 --save-dir "$work/ckpt" --resume --metrics "$work/metrics.jsonl" \
   > "$work/resumed.log"
