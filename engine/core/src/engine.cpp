@@ -127,6 +127,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   if (stage == 3)
     coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero,
                                                                 nvme_params ? make_param_swapper(config_, *layout_) : nullptr);
+  if (stage == 3 && master_storage_ == MasterStorage::Model) master_ = coordinator_->shard();
   lr_ = schedule_.lr(0);
   // Building and sharding the model freed what it no longer holds (whole parameters, staging
   // copies); the host policy never trims the heap, so without this those pages would stay resident
@@ -163,20 +164,52 @@ void EngineCore::check_offload_devices(at::Device device) const {
     }
 }
 
+EngineCore::MasterStorage EngineCore::choose_master_storage() const {
+  if (swapper_) return MasterStorage::Swapped;
+  // The master of a model in fp16/bf16 is its fp32 shadow.
+  if (params_.front().scalar_type() != at::kFloat) return MasterStorage::Copy;
+  if (zero_stage() == 3)
+    return config_.zero_optimization().offload_param.device == OffloadDevice::Nvme ? MasterStorage::Copy
+                                                                                     : MasterStorage::Model;
+  // One tensor registered twice would have to live in two places of the buffer.
+  std::set<const void*> storages;
+  for (const at::Tensor& param : params_)
+    if (!storages.insert(param.storage().unsafeGetStorageImpl()).second) return MasterStorage::Copy;
+  return layout_->partitions() > 1 ? MasterStorage::ModelSlices : MasterStorage::Model;
+}
+
 void EngineCore::build_master_shard(at::Device device) {
   at::NoGradGuard no_grad;
-  if (!swapper_) {
-    master_ = at::empty({layout_->shard_numel()}, at::dtype(at::kFloat).device(device));
-    for (size_t i = 0; i < params_.size(); ++i)
-      layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
-    if (!master_can_be_model()) return;
-    // The parameters become views of the master (stage 0, or one rank at stages 1-2, in fp32): the
-    // optimizer steps the model in place and the model's former storage is freed, so one fp32 copy
-    // of the weights remains (as DDP keeps).
-    for (size_t i = 0; i < params_.size(); ++i)
-      params_[i].set_data(layout_->chunk_view(i, master_).view(shapes_[i]));
-    master_is_model_ = true;
-    return;
+  master_storage_ = choose_master_storage();
+  const auto fp32 = at::dtype(at::kFloat).device(device);
+  switch (master_storage_) {
+    case MasterStorage::Model:
+      if (zero_stage() == 3) return;  // the coordinator's partition, once it is built
+      [[fallthrough]];
+    case MasterStorage::ModelSlices: {
+      // One fp32 buffer holds every parameter, each padded to partitions x chunk so that this rank's
+      // chunk of it is one slice (with one partition the buffer is the shard itself). The parameters
+      // become views of it and their former storage is freed: one fp32 copy of the weights remains,
+      // and the optimizer steps this rank's slices of it in place.
+      const int64_t partitions = layout_->partitions();
+      at::Tensor flat = at::empty({partitions * layout_->shard_numel()}, fp32);
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const zero::ParamSlot& slot = layout_->slot(i);
+        at::Tensor padded = flat.narrow(0, partitions * slot.shard_offset, partitions * slot.chunk);
+        padded.narrow(0, 0, slot.numel).copy_(params_[i].detach().reshape({-1}));
+        padded.narrow(0, slot.numel, padded.numel() - slot.numel).zero_();
+        params_[i].set_data(padded.narrow(0, 0, slot.numel).view(shapes_[i]));
+      }
+      (partitions == 1 ? master_ : model_flat_) = flat;
+      return;
+    }
+    case MasterStorage::Copy:
+      master_ = at::empty({layout_->shard_numel()}, fp32);
+      for (size_t i = 0; i < params_.size(); ++i)
+        layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
+      return;
+    case MasterStorage::Swapped:
+      break;
   }
   // The master shard goes to its file a sub-group at a time, never whole in memory: each
   // parameter chunk that overlaps the sub-group is copied in (one straddling two, twice).
@@ -193,18 +226,26 @@ void EngineCore::build_master_shard(at::Device device) {
   });
 }
 
-bool EngineCore::master_can_be_model() const {
-  // A separate master remains where the model cannot be it: a model in fp16/bf16 (the master is
-  // its fp32 shadow), stages 1-2 over several ranks (the master is 1/N of every parameter, the
-  // model holds them whole), stage 3 (its coordinator empties and regathers the parameters; its
-  // partitions are a second copy), the master on NVMe (the swap file holds it), and parameters
-  // sharing storage (one tensor registered twice would have to live in two places of the master).
-  if (master_.scalar_type() != params_.front().scalar_type() || layout_->partitions() > 1 || zero_stage() == 3)
-    return false;
-  std::set<const void*> storages;
-  for (const at::Tensor& param : params_)
-    if (!storages.insert(param.storage().unsafeGetStorageImpl()).second) return false;
-  return true;
+at::Tensor EngineCore::master_chunk(size_t i) const {
+  if (master_storage_ != MasterStorage::ModelSlices) return layout_->chunk_view(i, master_);
+  const zero::ParamSlot& slot = layout_->slot(i);
+  return model_flat_.narrow(0, layout_->partitions() * slot.shard_offset + layout_->rank() * slot.chunk, slot.chunk);
+}
+
+at::Tensor EngineCore::master_range(int64_t begin, int64_t count) {
+  if (master_.defined()) return master_.narrow(0, begin, count);
+  if (swapper_) {
+    at::Tensor values = at::empty({count}, at::kFloat);
+    swapper_->read(0, begin, values.data_ptr<float>(), count);
+    return values;
+  }
+  at::Tensor values = at::empty({count}, model_flat_.options());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const zero::ParamSlot& slot = layout_->slot(i);
+    const int64_t lo = std::max(begin, slot.shard_offset), hi = std::min(begin + count, slot.shard_offset + slot.chunk);
+    if (lo < hi) values.narrow(0, lo - begin, hi - lo).copy_(master_chunk(i).narrow(0, lo - slot.shard_offset, hi - lo));
+  }
+  return values;
 }
 
 // The optimizers that need the group (they communicate) or the layout (per-parameter norms) are
@@ -300,6 +341,12 @@ at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
   throw Error("reduced_gradient_chunk: not a parameter of this engine");
 }
 
+at::Tensor EngineCore::master_weights_chunk(const at::Tensor& param) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].is_same(param)) return swapper_ ? at::Tensor() : master_chunk(i);
+  throw Error("master_weights_chunk: not a parameter of this engine");
+}
+
 std::optional<double> EngineCore::unscale_and_norm(const at::Tensor& grads, double loss_scale) {
   const bool fp16 = config_.fp16().enabled;
   if (!grads.defined()) {
@@ -364,10 +411,35 @@ void EngineCore::step() {
   if (swapper_) {
     step_offloaded(grads, loss_scale, clip);  // per sub-group: swap in, update, swap out, refresh
   } else {
-    optimizer_->step(master_, grads, lr_, optimizer_steps_);
+    if (master_storage_ == MasterStorage::ModelSlices)
+      step_model_slices(grads);
+    else
+      optimizer_->step(master_, grads, lr_, optimizer_steps_);
     refresh_model_from_master();
   }
   reducer_->zero_grad_shard();
+}
+
+void EngineCore::step_model_slices(const at::Tensor& grads) {
+  const OptimizerType type = config_.optimizer().type;
+  if (grads.is_cpu() && (type == OptimizerType::Adam || type == OptimizerType::AdamW || type == OptimizerType::SGD)) {
+    // The fused kernel where each slice lies: it touches element i alone, so stepping slice by
+    // slice gives the whole shard's result bit for bit.
+    const auto state = optimizer_->state();
+    std::vector<float*> at_slot(state.size());
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const zero::ParamSlot& slot = layout_->slot(i);
+      for (size_t k = 0; k < state.size(); ++k) at_slot[k] = state[k].second.data_ptr<float>() + slot.shard_offset;
+      optimizer_->step_range(master_chunk(i).data_ptr<float>(), grads.data_ptr<float>() + slot.shard_offset,
+                             at_slot.data(), slot.chunk, lr_, optimizer_steps_);
+    }
+    return;
+  }
+  // An optimizer that takes the shard as one tensor (Lamb's per-parameter norms, the 1-bit
+  // exchanges), or a device shard: the slices joined for the step's length and written back.
+  const at::Tensor master = master_range(0, layout_->shard_numel());
+  optimizer_->step(master, grads, lr_, optimizer_steps_);
+  for (size_t i = 0; i < params_.size(); ++i) master_chunk(i).copy_(layout_->chunk_view(i, master));
 }
 
 void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double clip) {
@@ -400,16 +472,29 @@ void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double 
 }
 
 void EngineCore::refresh_model_from_master() {
-  if (master_is_model_) return;  // the optimizer stepped the model's own storage
   at::NoGradGuard no_grad;
-  if (!swapper_) {
-    refresh_model_range(master_, 0);
-  } else {
-    at::Tensor values = at::empty({swapper_->sub_group_numel()}, at::kFloat);
-    for (int64_t i = 0; i < swapper_->sub_groups(); ++i) {
-      const zero::OptimizerSwapper::SubGroup& group = swapper_->sub_group(i);
-      swapper_->read(0, group.offset, values.data_ptr<float>(), group.numel);
-      refresh_model_range(values.narrow(0, 0, group.numel), group.offset);
+  switch (master_storage_) {
+    case MasterStorage::Model:
+      break;  // the optimizer stepped the model's own storage (stage 3: its partition)
+    case MasterStorage::ModelSlices: {
+      // This rank's slices are new in place; the other ranks' come in a window at a time.
+      const int64_t width =
+          refresh_gather_width(config_.zero_optimization().allgather_bucket_size, layout_->partitions());
+      for (int64_t at = 0; at < layout_->shard_numel(); at += width)
+        refresh_model_range(master_range(at, std::min(width, layout_->shard_numel() - at)), at);
+      break;
+    }
+    case MasterStorage::Copy:
+      refresh_model_range(master_, 0);
+      break;
+    case MasterStorage::Swapped: {
+      at::Tensor values = at::empty({swapper_->sub_group_numel()}, at::kFloat);
+      for (int64_t i = 0; i < swapper_->sub_groups(); ++i) {
+        const zero::OptimizerSwapper::SubGroup& group = swapper_->sub_group(i);
+        swapper_->read(0, group.offset, values.data_ptr<float>(), group.numel);
+        refresh_model_range(values.narrow(0, 0, group.numel), group.offset);
+      }
+      break;
     }
   }
   finish_refresh();
@@ -457,22 +542,21 @@ void EngineCore::finish_refresh() {
   if (coordinator_) coordinator_->regather_persistent();
 }
 
-at::Tensor EngineCore::master_shard() {
-  if (!swapper_) return master_;
-  at::Tensor master = at::empty({layout_->shard_numel()}, at::kFloat);
-  swapper_->read(0, 0, master.data_ptr<float>(), master.numel());
-  return master;
-}
-
 ModelStateBytes EngineCore::model_state_bytes() const {
   ModelStateBytes bytes;
   // Offloaded, the master and optimizer state on NVMe hold no memory; their swap buffers count as
   // optimizer state.
-  bytes.parameters = master_.defined() ? master_.nbytes() : 0;
-  if (coordinator_) {
-    bytes.parameters += coordinator_->bytes();
-  } else if (!master_is_model_) {
-    for (const at::Tensor& param : params_) bytes.parameters += param.nbytes();
+  if (master_storage_ == MasterStorage::ModelSlices) {
+    bytes.parameters = model_flat_.nbytes();
+  } else if (master_storage_ == MasterStorage::Model) {
+    bytes.parameters = coordinator_ ? coordinator_->bytes() : master_.nbytes();
+  } else {
+    bytes.parameters = master_.defined() ? master_.nbytes() : 0;
+    if (coordinator_) {
+      bytes.parameters += coordinator_->bytes();
+    } else {
+      for (const at::Tensor& param : params_) bytes.parameters += param.nbytes();
+    }
   }
   bytes.gradients = reducer_->bytes();
   for (const at::Tensor& param : params_)

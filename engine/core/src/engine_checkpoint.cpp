@@ -105,20 +105,19 @@ void append_section(io::ShardWriter& out, ckpt::ShardEntry& entry, const std::st
   }
 }
 
-// Appends element range [0, numel) of the swap file `name` (the master or an optimizer state
-// offloaded to NVMe) as one fp32 section, streamed through one bucket-sized buffer.
-void append_swapped_section(io::ShardWriter& out, ckpt::ShardEntry& entry, const std::string& section,
-                            zero::OptimizerSwapper& swap, size_t name, int64_t numel, int64_t bucket_bytes,
-                            const std::function<void(const at::Tensor&)>& check = {}) {
+// Appends `numel` fp32 values as one section, a bucket at a time: `piece(begin, count)` gives
+// elements [begin, begin + count) as a contiguous CPU tensor (read from a swap file, or assembled
+// from a master that lies in the model's slices).
+void append_streamed_section(io::ShardWriter& out, ckpt::ShardEntry& entry, const std::string& section,
+                             int64_t numel, int64_t bucket_bytes,
+                             const std::function<at::Tensor(int64_t, int64_t)>& piece,
+                             const std::function<void(const at::Tensor&)>& check = {}) {
   entry.sections.push_back({section, "float32", out.bytes(), numel * static_cast<int64_t>(sizeof(float))});
   const int64_t per_piece = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
-  at::Tensor buffer = at::empty({std::min(per_piece, numel)}, at::kFloat);
   for (int64_t at = 0; at < numel; at += per_piece) {
-    const int64_t count = std::min(per_piece, numel - at);
-    swap.read(name, at, buffer.data_ptr<float>(), count);
-    const at::Tensor piece = buffer.narrow(0, 0, count);
-    if (check) check(piece);
-    out.append(piece.data_ptr(), static_cast<int64_t>(piece.nbytes()));
+    const at::Tensor values = piece(at, std::min(per_piece, numel - at));
+    if (check) check(values);
+    out.append(values.data_ptr(), static_cast<int64_t>(values.nbytes()));
   }
 }
 
@@ -181,7 +180,7 @@ at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {
 
 std::map<std::string, at::Tensor> EngineCore::consolidated_weights() {
   std::map<std::string, at::Tensor> weights;
-  const at::Tensor master = master_shard();
+  const at::Tensor master = master_range(0, layout_->shard_numel());
   for (size_t i = 0; i < params_.size(); ++i) weights[names_[i]] = gather_full(i, master).clone();
   return weights;
 }
@@ -216,12 +215,22 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
       if (rank < layout_->partitions() && swapper_) {
         // Offloaded: the same sections, streamed from the swap files (names()[0] is the master).
         const std::vector<std::string>& swapped = swapper_->names();
+        at::Tensor buffer = at::empty({std::min(bucket / 4, layout_->shard_numel())}, at::kFloat);
         for (size_t k = 0; k < swapped.size(); ++k)
-          append_swapped_section(out, mine, k == 0 ? "master" : "optim/" + swapped[k], *swapper_, k,
-                                 layout_->shard_numel(), bucket,
-                                 k == 0 ? std::function<void(const at::Tensor&)>(finite) : nullptr);
+          append_streamed_section(
+              out, mine, k == 0 ? "master" : "optim/" + swapped[k], layout_->shard_numel(), bucket,
+              [&](int64_t begin, int64_t count) {
+                swapper_->read(k, begin, buffer.data_ptr<float>(), count);
+                return buffer.narrow(0, 0, count);
+              },
+              k == 0 ? std::function<void(const at::Tensor&)>(finite) : nullptr);
       } else if (rank < layout_->partitions()) {
-        append_section(out, mine, "master", master_, bucket, finite);
+        if (master_.defined())
+          append_section(out, mine, "master", master_, bucket, finite);
+        else  // the master lies in the model's slices: joined a bucket at a time
+          append_streamed_section(
+              out, mine, "master", layout_->shard_numel(), bucket,
+              [&](int64_t begin, int64_t count) { return master_range(begin, count).cpu(); }, finite);
         for (auto& [name, tensor] : optimizer_->state()) append_section(out, mine, "optim/" + name, tensor, bucket);
       }
       if (rank == 0)
@@ -349,8 +358,7 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
     const zero::ParamSlot& slot = layout_->slot(i);
     const int64_t begin = std::min<int64_t>(layout_->rank() * slot.chunk, slot.numel);
     const int64_t count = std::min<int64_t>(slot.chunk, slot.numel - begin);
-    auto read = [&](const std::string& section, const at::Tensor& shard) {
-      at::Tensor chunk = layout_->chunk_view(i, shard);
+    auto read = [&](const std::string& section, const at::Tensor& chunk) {
       shards.read_elements(i, section, begin, count, chunk.data_ptr<float>());
       if (count < slot.chunk) chunk.narrow(0, count, slot.chunk - count).zero_();
     };
@@ -367,8 +375,8 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
       const std::vector<std::string>& swapped = swapper_->names();
       for (size_t k = 0; k < swapped.size(); ++k) read_swapped(k == 0 ? "master" : "optim/" + swapped[k], k);
     } else {
-      read("master", master_);
-      for (auto& [name, tensor] : state) read("optim/" + name, tensor);
+      read("master", master_chunk(i));  // the model's own storage, where the master lies in it
+      for (auto& [name, tensor] : state) read("optim/" + name, layout_->chunk_view(i, tensor));
     }
   }
   const nlohmann::json& counters = index.counters;

@@ -78,12 +78,15 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   }
 
   ModelStateBytes& state = plan.model_state;
-  // In fp32 with one partition (stage 0, or stages 1-2 on one rank) and the master in memory, the
-  // master is the model's own storage (EngineCore::master_can_be_model).
-  const bool master_is_model = db == 4 && partitions == 1 && zero.stage < 3 && !nvme_optimizer;
-  state.parameters = (nvme_optimizer ? 0 : 4 * shard) +
-                     (zero.stage == 3 ? (nvme_params ? 0 : db * shard) + db * persistent
-                                      : (master_is_model ? 0 : db * whole));
+  // In fp32 with the master in memory it is the model's own storage (EngineCore::MasterStorage):
+  // stage 3's partition (unless that is on NVMe), or, at stages 0-2, the one buffer every
+  // parameter views, each padded to partitions x chunk.
+  const bool master_is_model = db == 4 && !nvme_optimizer && !nvme_params;
+  if (zero.stage == 3)
+    state.parameters = (nvme_optimizer || master_is_model ? 0 : 4 * shard) + (nvme_params ? 0 : db * shard) +
+                       db * persistent;
+  else
+    state.parameters = master_is_model ? 4 * partitions * shard : (nvme_optimizer ? 0 : 4 * shard) + db * whole;
   state.gradients = nvme_gradients ? 0 : 4 * shard;
   state.optimizer = nvme_optimizer ? 0 : 4 * shard * states;
 

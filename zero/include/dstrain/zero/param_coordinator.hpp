@@ -69,6 +69,9 @@ class ParameterCoordinator : public ModuleHooks {
 
   // Where this rank's chunks live with offload_param on NVMe; null when they are in memory.
   ParamSwapper* swapper() const { return swapper_.get(); }
+  // This rank's chunks, shard-shaped; undefined with a swapper. In fp32 the engine's master: its
+  // optimizer steps them in place, and regather_persistent() then refreshes the whole copies.
+  const at::Tensor& shard() const { return model_shard_; }
   // Start of an engine forward: the recorded module order is complete once a second forward starts.
   void begin_forward();
   // Start of an engine backward.

@@ -19,9 +19,11 @@
 //             local and exchanges compressed momentum instead.)
 //   step      at the boundary: unscale_and_norm (fp16: unscale, overflow vote; the global norm),
 //             clip_coefficient, then the ShardOptimizer updates this rank's fp32 master shard with
-//             the scheduled lr, and refresh_model_from_master refreshes the model's weights
-//             (nothing to do in fp32 on one partition, where the parameters are views of the
-//             master; copied at stage 0 in fp16/bf16, all-gathered at 1-2, kept as shards at 3).
+//             the scheduled lr, and refresh_model_from_master refreshes the model's weights.
+//             In fp32 the master is the model's own storage (MasterStorage): stepped in place,
+//             nothing to refresh on one partition or at stage 3 (where it is the partition), the
+//             other ranks' slices all-gathered at stages 1-2. A separate fp32 master (fp16/bf16)
+//             is copied into the model at stage 0, all-gathered at 1-2, kept as shards at 3.
 //             With offload_optimizer on NVMe the master, optimizer state and gradient shard live
 //             in swap files and step_offloaded runs the update sub-group by sub-group: swap in,
 //             unscale and clip, fused kernel, swap out, refresh that range. With offload_param on
@@ -56,7 +58,7 @@ namespace ds {
 // Per-rank bytes of model state, as the ZeRO paper counts it.
 struct ModelStateBytes {
   int64_t parameters = 0;  // model weights held (whole, or shards under stage 3) + fp32 master shard
-                           // (one buffer in fp32 on one partition: the master is the model's storage)
+                           // (none of its own in fp32 with the master in memory: it is the model's storage)
   int64_t gradients = 0;   // param.grad() held + the fp32 gradient shard (or its swap buffers)
   int64_t optimizer = 0;   // optimizer state shards
   int64_t total() const { return parameters + gradients + optimizer; }
@@ -78,6 +80,9 @@ class EngineCore {
   // gradient across pipeline stages: every stage cuts a parameter into the same chunks. With the
   // gradient on NVMe (offload_optimizer outside the pipeline engine) a copy read from its file.
   at::Tensor reduced_gradient_chunk(const at::Tensor& param);
+  // This rank's chunk of the fp32 master weights of `param`, flat: a view of wherever the master
+  // lies (in fp32, inside the model's own storage), undefined with the master on NVMe.
+  at::Tensor master_weights_chunk(const at::Tensor& param) const;
   // Counts a micro-step; at the accumulation boundary updates the model.
   void step();
   bool is_gradient_accumulation_boundary() const;
@@ -136,13 +141,26 @@ class EngineCore {
   void broadcast_parameters();
   // The checks of offload against the model's device (NVMe needs a CPU model; "cpu" is logged).
   void check_offload_devices(at::Device device) const;
-  // The fp32 master shard from the model's weights: master_, or, offloaded, swapper_'s file.
-  // At stage 0 in fp32 (or stages 1-2 on one rank) the master is also the model's storage: each
-  // parameter a view of its slot.
+  // Where this rank's fp32 master shard lives.
+  enum class MasterStorage {
+    Model,        // master_ is the model's own storage: on one partition every parameter views it;
+                  // at stage 3 it is the coordinator's partition (taken once that is built)
+    ModelSlices,  // stages 1-2 over several ranks: this rank's slices of model_flat_, the one fp32
+                  // buffer every parameter views, each padded to a multiple of the ranks
+    Copy,         // master_, a copy of its own: the model in fp16/bf16, stage 3's partition on
+                  // NVMe, parameters sharing storage
+    Swapped,      // swapper_'s file (offload_optimizer on NVMe)
+  };
+  MasterStorage choose_master_storage() const;
+  // The fp32 master shard from the model's weights, where choose_master_storage() says.
   void build_master_shard(at::Device device);
-  // Whether the parameters can be views of master_ (same dtype, one partition, not stage 3, no
-  // shared storage).
-  bool master_can_be_model() const;
+  // This rank's master chunk of parameter i: a view, of master_ or of model_flat_ (not Swapped).
+  at::Tensor master_chunk(size_t i) const;
+  // Master shard elements [begin, begin + count): a view of master_, or a copy assembled from the
+  // model's slices or read from the swap file.
+  at::Tensor master_range(int64_t begin, int64_t count);
+  // The optimizer update of a ModelSlices master, where the slices lie.
+  void step_model_slices(const at::Tensor& grads);
   // Hooks the GradientReducer runs inside backward's autograd pass. on_gradient_taken: parameter
   // i's gradient was packed into its bucket, so stage 3 may release the whole parameter.
   void on_gradient_taken(size_t param_index);
@@ -169,8 +187,6 @@ class EngineCore {
   // (gathered across the partitions at stages 1-2); finish_refresh() once all were taken.
   void refresh_model_range(const at::Tensor& values, int64_t shard_offset);
   void finish_refresh();
-  // The fp32 master shard: master_, or a copy read from the swap file.
-  at::Tensor master_shard();
   at::Tensor gather_full(size_t param_index, const at::Tensor& shard);
   double global_grad_norm(const at::Tensor& grads);
   bool any_overflow(const at::Tensor& grads);
@@ -182,8 +198,9 @@ class EngineCore {
   std::vector<at::Tensor> params_;
   std::vector<std::vector<int64_t>> shapes_;  // whole shapes (stage 3 tensors hold none between uses)
   std::unique_ptr<zero::ShardLayout> layout_;
-  at::Tensor master_;  // fp32, this rank's shard; undefined when swapper_ holds it
-  bool master_is_model_ = false;  // the parameters are views of master_ (build_master_shard)
+  MasterStorage master_storage_ = MasterStorage::Copy;
+  at::Tensor master_;      // fp32, this rank's shard (Model, Copy)
+  at::Tensor model_flat_;  // fp32, every parameter padded to partitions x chunk (ModelSlices)
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
   std::unique_ptr<zero::ParameterCoordinator> coordinator_;
   std::unique_ptr<zero::GradientReducer> reducer_;
