@@ -22,6 +22,10 @@ std::shared_ptr<torch::nn::Module> CausalLM::ptr() const {
   return std::visit([](const auto& model) -> std::shared_ptr<torch::nn::Module> { return model.ptr(); }, model_);
 }
 
+std::string ModelChoice::name() const {
+  return std::holds_alternative<models::GPTConfig>(config) ? "GPT" : "Llama";
+}
+
 int64_t ModelChoice::vocab_size() const {
   return std::visit([](const auto& c) { return c.vocab_size; }, config);
 }
@@ -47,6 +51,15 @@ std::string ModelChoice::summary() const {
 CausalLM ModelChoice::build() const {
   if (const auto* gpt = std::get_if<models::GPTConfig>(&config)) return models::GPT(*gpt);
   return models::Llama(std::get<models::LlamaConfig>(config));
+}
+
+ModelShape ModelChoice::shape() const {
+  if (const auto* gpt = std::get_if<models::GPTConfig>(&config)) return gpt_shape(*gpt);
+  const auto& llama = std::get<models::LlamaConfig>(config);
+  ModelShape shape;
+  shape.numels = models::parameter_numels(llama);
+  shape.hidden = llama.hidden_size;
+  return shape;
 }
 
 ModelChoice choose_model(const nlohmann::json& model_block, int64_t activation_checkpoint_interval) {

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/engine/models/llama.hpp"
@@ -51,6 +52,7 @@ class CausalLM {
 struct ModelChoice {
   std::variant<models::GPTConfig, models::LlamaConfig> config;
 
+  std::string name() const;  // "GPT" or "Llama"
   int64_t vocab_size() const;
   int64_t max_sequence_length() const;  // GPT block_size, Llama max_position_embeddings
   std::string max_sequence_key() const;  // "block_size" or "max_position_embeddings"
@@ -58,6 +60,9 @@ struct ModelChoice {
   std::string summary() const;
   // The whole model, on the CPU, from torch's default generator (under a zero::Init: partitioned).
   CausalLM build() const;
+  // Its parameters' sizes from the config alone, for dstrain estimate and plan (the GPT's with the
+  // activations the planner knows; the Llama's without).
+  ModelShape shape() const;
 };
 
 // The model the block describes; `activation_checkpoint_interval` (ds::activation_checkpoint_interval

@@ -17,18 +17,14 @@
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "model_choice.hpp"
 #include "trainer_block.hpp"
 
 namespace ds::app {
 namespace {
 
-models::GPT build_gpt(const nlohmann::json& dstrain_block) {
-  return models::GPT(models::GPTConfig::from_json(dstrain_block.value("model", nlohmann::json::object())));
-}
-
-// The built-in GPT's parameter sizes from the config's dstrain.model block; the model is never built.
-ModelShape gpt_shape_of(const Config& config) {
-  return gpt_shape(models::GPTConfig::from_json(config.dstrain_block().value("model", nlohmann::json::object())));
+ModelChoice model_of(const Config& config) {
+  return choose_model(config.dstrain_block().value("model", nlohmann::json::object()));
 }
 
 int64_t total_of(const std::vector<int64_t>& numels) {
@@ -39,9 +35,10 @@ int64_t total_of(const std::vector<int64_t>& numels) {
 
 void print_estimate(const std::string& config_path, int world) {
   Config config = Config::from_file(config_path);
-  const std::vector<int64_t> numels = gpt_shape_of(config).numels;
+  const ModelChoice model = model_of(config);
+  const std::vector<int64_t> numels = model.shape().numels;
   const auto estimates = estimate_model_state(numels, config, world);
-  std::printf("model: GPT, %lld parameters in %zu tensors; %d ranks; %s; optimizer %s\n",
+  std::printf("model: %s, %lld parameters in %zu tensors; %d ranks; %s; optimizer %s\n", model.name().c_str(),
               static_cast<long long>(total_of(numels)), numels.size(), world,
               config.bf16().enabled ? "bf16" : config.fp16().enabled ? "fp16" : "fp32",
               to_string(config.optimizer().type));
@@ -58,12 +55,14 @@ void print_estimate(const std::string& config_path, int world) {
 void print_plan(const std::string& config_path, int world, int ranks_per_node) {
   Config config = Config::from_file(config_path);
   config.resolve_batch(world);
-  const ModelShape shape = gpt_shape_of(config);
+  const ModelChoice model = model_of(config);
+  const ModelShape shape = model.shape();
   const MemoryBudget budget = memory_budget(config, ranks_per_node);
   const MemoryPlan plan = plan_memory(config, shape, world, budget);
-  std::printf("model: GPT, %lld parameters in %zu tensors, d = %lld; %d ranks, %d on this node; ZeRO stage %d; %s; "
+  std::printf("model: %s, %lld parameters in %zu tensors, d = %lld; %d ranks, %d on this node; ZeRO stage %d; %s; "
               "optimizer %s; micro-batch %d\n",
-              static_cast<long long>(total_of(shape.numels)), shape.numels.size(), static_cast<long long>(shape.hidden),
+              model.name().c_str(), static_cast<long long>(total_of(shape.numels)), shape.numels.size(),
+              static_cast<long long>(shape.hidden),
               world, ranks_per_node, plan.stage, config.bf16().enabled ? "bf16" : config.fp16().enabled ? "fp16" : "fp32",
               to_string(config.optimizer().type), config.train_micro_batch_size_per_gpu());
   for (const ChosenKnob& knob : plan.chosen)
@@ -97,12 +96,12 @@ void export_checkpoint(const std::string& dir, const std::string& tag, const std
   const nlohmann::json config = checkpoint_config(folder);
   const nlohmann::json block = config.value("dstrain", nlohmann::json::object());
   check_model_type(block.value("model", nlohmann::json::object()));
-  models::GPT model = build_gpt(block);
+  const CausalLM model = choose_model(block.value("model", nlohmann::json::object())).build();
   load_checkpoint_weights(folder, *model);
   // Serialized in memory (the weights are in memory already), then written through a temporary
   // name and renamed: a full disk is an error naming the file, and leaves no truncated model.pt.
   std::ostringstream bytes;
-  torch::save(model, bytes);
+  torch::save(model.ptr(), bytes);
   try {
     write_file_atomically(out, bytes.str());
   } catch (const Error& e) {
@@ -112,7 +111,7 @@ void export_checkpoint(const std::string& dir, const std::string& tag, const std
     throw error;
   }
   std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", folder.c_str(),
-              out.c_str(), model->parameters().size(), out.c_str());
+              out.c_str(), model.ptr()->parameters().size(), out.c_str());
 }
 
 }  // namespace

@@ -292,13 +292,18 @@ TEST_CASE("the Llama's parameters are HF LlamaForCausalLM's state dict", "[llama
   CHECK(p.at("lm_head.weight").sizes() == at::IntArrayRef{50, 64});
   CHECK(torch::equal(p.at("model.norm.weight"), torch::ones({64})));
   int64_t total = 0;
+  std::vector<int64_t> numels;
+  for (const at::Tensor& w : model->parameters()) numels.push_back(w.numel());
   for (const auto& [name, w] : p) total += w.numel();
+  CHECK(ds::models::parameter_numels(model->config()) == numels);
   CHECK(ds::models::num_parameters(model->config()) == total);
 
   Llama tied(tiny_llama(2, 64, /*tied=*/true));
   const Params t = parameters_by_name(*tied);
   CHECK(t.count("lm_head.weight") == 0);
   CHECK(ds::models::num_parameters(tied->config()) == total - 50 * 64);
+  numels.pop_back();
+  CHECK(ds::models::parameter_numels(tied->config()) == numels);
 }
 
 TEST_CASE("the Llama's logits and gradients equal the equations in plain LibTorch", "[llama]") {

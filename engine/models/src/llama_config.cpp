@@ -79,6 +79,17 @@ int64_t num_parameters(const LlamaConfig& config) {
          config.hidden_size + head;
 }
 
+std::vector<int64_t> parameter_numels(const LlamaConfig& config) {
+  const int64_t C = config.hidden_size, kv = config.num_key_value_heads * config.head_dim(),
+                inner = config.intermediate_size;
+  std::vector<int64_t> numels{embedding_parameters(config)};
+  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer)
+    numels.insert(numels.end(), {C * C, C * kv, C * kv, C * C, C * inner, C * inner, inner * C, C, C});
+  numels.push_back(C);
+  if (!config.tie_word_embeddings) numels.push_back(embedding_parameters(config));
+  return numels;
+}
+
 std::vector<int64_t> layer_parameter_counts(const LlamaConfig& config) {
   std::vector<int64_t> counts{embedding_parameters(config)};
   counts.insert(counts.end(), config.num_hidden_layers, decoder_layer_parameters(config));

@@ -43,6 +43,10 @@ struct LlamaConfig {
 // Parameters of the whole model, each counted once (a tied embedding once).
 int64_t num_parameters(const LlamaConfig& config);
 
+// The size of each parameter of the whole model, in its order (named_parameters()), from the config
+// alone: what the memory estimate counts without building the model.
+std::vector<int64_t> parameter_numels(const LlamaConfig& config);
+
 // Parameters each pipeline layer holds when built alone (with tied embeddings, the embedding and
 // the head each count the token embedding, since a stage holding either keeps a copy).
 std::vector<int64_t> layer_parameter_counts(const LlamaConfig& config);
