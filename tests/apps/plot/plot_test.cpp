@@ -86,6 +86,18 @@ TEST_CASE("text is escaped in elements and attributes", "[plot]") {
   CHECK(svg.find("data-name=\"run &quot;a&quot; &lt;b&gt;\"") != std::string::npos);
 }
 
+TEST_CASE("the legend shows a long name by its end, whole characters only", "[plot]") {
+  // 36 bytes: the last 30 would start inside the two-byte "é", so the legend starts after it.
+  const std::string name = "runs/\xC3\xA9" + std::string(29, 'y');
+  const std::string svg = render_svg(chart_of({{name, {{1, 1}}, 0, false}}));
+  CHECK(svg.find("data-name=\"" + name + "\"") != std::string::npos);
+  const size_t text = svg.find(">\xE2\x80\xA6");  // the ellipsis starts the legend's text
+  REQUIRE(text != std::string::npos);
+  const std::string shown = svg.substr(text + 4, svg.find("</text>", text) - text - 4);
+  CHECK(shown == std::string(29, 'y'));
+  CHECK(render_svg(chart_of({{"short name", {{1, 1}}, 0, false}})).find("\xE2\x80\xA6") == std::string::npos);
+}
+
 TEST_CASE("an axis covers the data with ticks 1, 2 or 5 times a power of ten apart", "[plot]") {
   const std::vector<std::pair<double, double>> ranges = {{0.13, 9.7},  {1, 300},     {2.31, 2.37}, {-5, 3},
                                                          {3e-4, 3e-3}, {0, 1.2e9},   {1, 6},       {-0.5, -0.01},

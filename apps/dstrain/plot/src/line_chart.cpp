@@ -48,6 +48,16 @@ Bounds finite_bounds(const LineChart& chart) {
 
 bool finite(const Point& p) { return std::isfinite(p.x) && std::isfinite(p.y); }
 
+// The legend has 180 pixels: a long name (a run named by its path) keeps its end, which tells runs
+// apart, cut at a UTF-8 character boundary.
+std::string legend_text(const std::string& name) {
+  constexpr size_t kMaxBytes = 30;
+  if (name.size() <= kMaxBytes) return name;
+  size_t start = name.size() - kMaxBytes;
+  while (start < name.size() && (static_cast<unsigned char>(name[start]) & 0xC0) == 0x80) ++start;
+  return "\u2026" + name.substr(start);
+}
+
 }  // namespace
 
 std::string render_svg(const LineChart& chart) {
@@ -111,7 +121,8 @@ std::string render_svg(const LineChart& chart) {
     const std::string row_y = coordinate(kTop + 6 + kLegendRow * s);
     svg += "<g class=\"legend\"><line x1=\"" + coordinate(kLegendX) + "\" y1=\"" + row_y + "\" x2=\"" +
            coordinate(kLegendX + 24) + "\" y2=\"" + row_y + "\" " + stroke_style(series) + "/><text x=\"" +
-           coordinate(kLegendX + 30) + "\" y=\"" + row_y + "\" dy=\"4\">" + escape_xml(series.name) + "</text></g>\n";
+           coordinate(kLegendX + 30) + "\" y=\"" + row_y + "\" dy=\"4\">" + escape_xml(legend_text(series.name)) +
+           "</text></g>\n";
   }
   return svg + "</svg>\n";
 }

@@ -28,7 +28,8 @@ struct LineChart {
 
 // One <path class="series" data-name=NAME data-points=N> per series, N its finite points, each a
 // "M" or "L" command of the path ("M" after a gap); a point with no finite neighbour is also drawn
-// as a dot. The axes span the finite points of all series; a chart with none says "no data".
+// as a dot. The axes span the finite points of all series; a chart with none says "no data". The
+// legend shows a name longer than 30 bytes by its end ("…/runs/b/metrics.jsonl loss").
 std::string render_svg(const LineChart& chart);
 
 }  // namespace ds::plot
