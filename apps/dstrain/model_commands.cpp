@@ -92,7 +92,10 @@ void print_plan(const std::string& config_path, int world, int ranks_per_node) {
 }
 
 void export_checkpoint(const std::string& dir, const std::string& tag, const std::string& out) {
-  const std::string folder = ckpt::checkpoint_folder(dir, tag);
+  const std::vector<std::string> folders = checkpoint_folders(dir, tag);
+  if (folders.size() > 1)
+    throw Error("a pipeline's checkpoint (one folder per stage) exports with --format safetensors").with_path(dir);
+  const std::string& folder = folders[0];
   const nlohmann::json config = checkpoint_config(folder);
   const nlohmann::json block = config.value("dstrain", nlohmann::json::object());
   check_model_type(block.value("model", nlohmann::json::object()));
@@ -112,6 +115,24 @@ void export_checkpoint(const std::string& dir, const std::string& tag, const std
   }
   std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", folder.c_str(),
               out.c_str(), model.ptr()->parameters().size(), out.c_str());
+}
+
+void export_safetensors(const std::string& dir, const std::string& tag, const std::string& out) {
+  const std::vector<std::string> folders = checkpoint_folders(dir, tag);
+  check_model_type(checkpoint_config(folders[0]).value("dstrain", nlohmann::json::object()).value("model", nlohmann::json::object()));
+  HfExport exported;
+  try {
+    exported = export_hf(folders, out);
+  } catch (const Error& e) {
+    if (!e.path() || e.path()->compare(0, out.size(), out) != 0) throw;
+    Error error("cannot write the exported weights: " + e.message());
+    error.with_path(*e.path());
+    if (e.errnum()) error.with_errno(*e.errnum());
+    throw error;
+  }
+  std::printf("exported %s%s -> %s/model.safetensors (%lld fp32 tensors, %.1f MB) and %s/config.json (GPT2LMHeadModel)\n",
+              folders[0].c_str(), folders.size() > 1 ? (" and " + std::to_string(folders.size() - 1) + " more stages").c_str() : "",
+              out.c_str(), static_cast<long long>(exported.tensors), exported.bytes / 1e6, out.c_str());
 }
 
 }  // namespace
@@ -138,14 +159,23 @@ void add_plan_command(CLI::App& app) {
 }
 
 void add_export_command(CLI::App& app) {
-  auto* command = app.add_subcommand("export", "write a checkpoint's full fp32 weights as a LibTorch file");
+  auto* command = app.add_subcommand(
+      "export", "write a checkpoint's full fp32 weights as a LibTorch file, or as Hugging Face's safetensors and config.json");
   auto dir = std::make_shared<std::string>();
   auto tag = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
+  auto format = std::make_shared<std::string>("torch");
   command->add_option("--checkpoint", *dir, "checkpoint directory (as given to --save-dir)")->required();
   command->add_option("--tag", *tag, "checkpoint tag (default: the directory's latest)");
-  command->add_option("--out", *out, "output file, e.g. model.pt")->required();
-  command->callback([dir, tag, out] { export_checkpoint(*dir, *tag, *out); });
+  command->add_option("--out", *out, "output: a file (torch, e.g. model.pt) or a folder (safetensors)")->required();
+  command->add_option("--format", *format, "torch (default) or safetensors (model.safetensors + config.json)")
+      ->check(CLI::IsMember({"torch", "safetensors"}));
+  command->callback([dir, tag, out, format] {
+    if (*format == "safetensors")
+      export_safetensors(*dir, *tag, *out);
+    else
+      export_checkpoint(*dir, *tag, *out);
+  });
 }
 
 }  // namespace ds::app

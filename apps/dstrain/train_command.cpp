@@ -29,6 +29,7 @@
 #include "placement.hpp"
 #include "preemption.hpp"
 #include "trainer_block.hpp"
+#include "init_from.hpp"
 #include "train_report.hpp"
 
 namespace ds::app {
@@ -119,6 +120,7 @@ int run_training(const TrainOptions& options) {
   nlohmann::json json = Config::parse_file(options.config_path);
   for (const std::string& assignment : options.overrides) Config::apply_override(json, assignment);
   if (options.steps > 0) Config::apply_override(json, "dstrain.steps=" + std::to_string(options.steps));
+  const std::string init_from = take_init_from(json);
   Config config = Config::from_json(json);
 
   const nlohmann::json& block = config.dstrain_block();
@@ -137,6 +139,7 @@ int run_training(const TrainOptions& options) {
   }
   if (config.pipeline().stages.value_or(1) > 1) {
     if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
+    if (!init_from.empty()) throw Error("the pipeline trainer cannot start from init_from yet").with_key("dstrain.model.init_from");
     return run_pipeline_training(config, options, trainer, steps, world, preemption);
   }
   apply_host_policy();  // before the model exists, so that building it uses the policy's allocator
@@ -148,7 +151,14 @@ int run_training(const TrainOptions& options) {
     refuse_unless_fits(config, *gpt, world->world_size());
   // Stage 3 builds it partitioned on the CPU: no rank ever holds the whole model. On a GPU the model
   // is built whole and moved (moving partitioned parameters would make them whole again).
-  CausalLM model = placement.device.is_cuda() ? choice.build() : zero::build(config, [&] { return choice.build(); }, world);
+  // From init_from's weights (not when resuming: the checkpoint's replace them) the model is whole
+  // until loaded, then partitioned.
+  CausalLM model = !init_from.empty() && !options.resume
+                       ? CausalLM(gpt_from_hf(init_from, std::get<models::GPTConfig>(choice.config), config,
+                                              !placement.device.is_cuda(), world))
+                   : placement.device.is_cuda() ? choice.build()
+                                                : zero::build(config, [&] { return choice.build(); }, world);
+  if (!init_from.empty() && !options.resume) log::info("model: weights from ", init_from);
   if (placement.device.is_cuda()) model.ptr()->to(placement.device);
   auto source = data::make_token_source(trainer.data, choice.vocab_size(), choice.max_sequence_length());
   auto validation = data::make_validation_source(trainer.data, choice.vocab_size(), choice.max_sequence_length());

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Args: DSTRAIN SOURCE_DIR MPIEXEC FLAGS...
+# Hugging Face weights out of the trainer's checkpoints and back into a run:
+#   - `dstrain export --format safetensors` from a stage 0 checkpoint (-np 1), a stage 3 one (-np 2)
+#     and a 2-stage pipeline's (-np 2): every tensor equals the checkpoint's weights read with NumPy
+#     as docs/checkpoints.md reads them (Conv1D weights transposed), config.json is GPT-2's;
+#   - dstrain.model.init_from: the first logged loss of a run started from the export (-np 1
+#     stage 0, and -np 2 stage 3 with the sizes left to config.json) equals the loss that a PyTorch
+#     GPT-2 (hf_gpt2_reference.py) gives the export on that step's batch, within 1e-4 relative;
+#   - errors name their key or file: a size that disagrees with config.json, one stage's folder of
+#     a pipeline, a pipeline to the torch format.
+set -euo pipefail
+dstrain=$1 source=$2
+shift 2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+reference="/usr/bin/python3 $source/tests/apps/hf_gpt2_reference.py"
+text="$source/docs/architecture.md"
+model=(--set dstrain.model.n_embd=64 --set dstrain.model.n_layer=2 --set dstrain.model.n_head=4
+       --set dstrain.model.vocab_size=256 --set dstrain.model.block_size=32)
+common=(--config "$source/configs/default.json" "${model[@]}" --set dstrain.data.type=text
+        --set "dstrain.data.path=$text" --set train_micro_batch_size_per_gpu=2 --set gradient_accumulation_steps=1
+        --set train_batch_size=null --set scheduler=null --set optimizer.params.lr=0.003 --progress off)
+export DSTRAIN_LOG_LEVEL=warn
+
+"$@" -np 1 "$dstrain" "${common[@]}" --steps 3 --save-dir "$work/ckpt0" > "$work/train0.log"
+"$@" -np 2 "$dstrain" "${common[@]}" --set zero_optimization.stage=3 --steps 3 --save-dir "$work/ckpt3" > "$work/train3.log"
+"$@" -np 2 "$dstrain" --config "$source/configs/pipeline.json" "${model[@]}" --set gradient_accumulation_steps=2 \
+  --set scheduler=null --progress off --steps 3 --save-dir "$work/ckptp" > "$work/trainp.log"
+for run in 0 3 p; do
+  "$dstrain" export --checkpoint "$work/ckpt$run" --format safetensors --out "$work/hf$run" > "$work/export$run.log"
+done
+grep -q "and 1 more stages" "$work/exportp.log" || { echo "the pipeline export names one stage:"; cat "$work/exportp.log"; exit 1; }
+
+/usr/bin/python3 - "$work" "$source/tests/apps" <<'PY'
+import json, os, sys
+import numpy as np
+work = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from hf_gpt2_reference import read_weights
+
+def checkpoint_weights(folder):
+    """docs/checkpoints.md's recipe: each parameter's fp32 master from the shards that hold it."""
+    idx = json.load(open(folder + "/index.json"))
+    weights = {}
+    for p in idx["params"]:
+        parts = []
+        for k in range(idx["partitions"]):
+            shard = idx["shards"][k]
+            sec = next(s for s in shard["sections"] if s["name"] == "master")
+            parts.append(np.fromfile(folder + "/" + shard["file"], dtype="<f4", count=p["chunk"],
+                                     offset=sec["offset"] + 4 * p["shard_offset"]))
+        weights[p["name"]] = np.concatenate(parts)[:p["numel"]].reshape(p["shape"])
+    return weights
+
+def latest(folder):
+    return folder + "/" + open(folder + "/latest").read().strip()
+
+for run, folders in (("0", [latest(work + "/ckpt0")]), ("3", [latest(work + "/ckpt3")]),
+                     ("p", [latest(work + "/ckptp/stage0"), latest(work + "/ckptp/stage1")])):
+    expected = {}
+    for folder in folders:
+        for name, array in checkpoint_weights(folder).items():
+            conv1d = name.endswith(".weight") and (".attn.c_" in name or ".mlp.c_" in name)
+            expected.setdefault("transformer." + name, array.T if conv1d else array)
+    exported = read_weights(f"{work}/hf{run}")
+    assert sorted(exported) == sorted(expected), (run, sorted(set(exported) ^ set(expected)))
+    assert len(exported) == 4 + 12 * 2, len(exported)
+    for name, array in expected.items():
+        assert exported[name].shape == array.shape, (run, name, exported[name].shape, array.shape)
+        assert np.array_equal(exported[name], array), (run, name)
+    config = json.load(open(f"{work}/hf{run}/config.json"))
+    assert config["architectures"] == ["GPT2LMHeadModel"] and config["model_type"] == "gpt2", config
+    assert (config["n_embd"], config["n_layer"], config["n_head"], config["n_positions"], config["vocab_size"]) == \
+        (64, 2, 4, 32, 256), config
+    print(f"export {run}: {len(exported)} tensors equal the checkpoint's")
+PY
+
+# The first step's batch: samples 0.. of step 0 (the trainer's default data seed 1337).
+first_loss() { /usr/bin/python3 -c 'import json,sys; print(repr(json.loads(open(sys.argv[1]).readline())["loss"]))' "$1"; }
+close() {  # close NAME GOT WANT: within 1e-4 relative
+  /usr/bin/python3 -c 'import sys; got, want = float(sys.argv[2]), float(sys.argv[3]); ok = abs(got - want) <= 1e-4 * abs(want)
+print(("ok  " if ok else "FAIL") + f" {sys.argv[1]}: dstrain {got}, PyTorch GPT-2 {want}"); sys.exit(0 if ok else 1)' "$@"
+}
+"$@" -np 1 "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hf0" --steps 1 --metrics "$work/init0.jsonl" \
+  > "$work/init0.log"
+close "init_from at -np 1" "$(first_loss "$work/init0.jsonl")" "$($reference loss "$work/hf0" --text "$text" --batch 2)"
+# Sizes from config.json alone, at stage 3 on two ranks: the global batch is samples 0..3.
+"$@" -np 2 "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hfp" --set dstrain.model.n_layer=null \
+  --set dstrain.model.n_embd=null --set zero_optimization.stage=3 --steps 1 --metrics "$work/initp.jsonl" > "$work/initp.log"
+close "init_from at -np 2, stage 3" "$(first_loss "$work/initp.jsonl")" "$($reference loss "$work/hfp" --text "$text" --batch 4)"
+
+expect_error() {  # expect_error TEXT COMMAND...: the command fails and says TEXT
+  local text=$1; shift
+  if "$@" > "$work/err.log" 2>&1; then echo "succeeded: $*"; exit 1; fi
+  grep -qF -- "$text" "$work/err.log" || { echo "no '$text' in:"; cat "$work/err.log"; exit 1; }
+  echo "ok   error: $text"
+}
+expect_error "dstrain.model.n_layer is 3, init_from's config.json says 2" \
+  "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hf0" --set dstrain.model.n_layer=3 --steps 1
+expect_error "config key 'dstrain.model.init_from': init_from names no folder" "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/nothing" --steps 1
+expect_error "of the GPT's 28 parameters (one stage of a pipeline?" \
+  "$dstrain" export --checkpoint "$work/ckptp/stage0" --format safetensors --out "$work/stage0-only"
+expect_error "exports with --format safetensors" "$dstrain" export --checkpoint "$work/ckptp" --out "$work/model.pt"
+echo "hf weights OK"

@@ -1,0 +1,266 @@
+// Hugging Face GPT-2 weights out of a sharded checkpoint and back in: the export, loaded into a
+// PyTorch GPT-2 written in Python (tests/apps/hf_gpt2_reference.py, /usr/bin/python3 with torch and
+// numpy), gives the engine's loss on the same batch; the import gives the engine's logits back
+// from one file, from a sharded folder and from F16/BF16 copies that Python writes; the export
+// streams (peak RSS); bad folders fail naming the tensor and the file.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "dstrain/comm/distributed.hpp"
+#include "dstrain/engine/checkpoint/export.hpp"
+#include "dstrain/engine/checkpoint/hf_import.hpp"
+#include "dstrain/engine/engine.hpp"
+#include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/loss.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+#include "dstrain/zero/init.hpp"
+#include "training_loop.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Engine = ds::Engine<ds::models::GPT>;
+
+const std::string kReference = std::string(DSTRAIN_SOURCE_DIR) + "/tests/apps/hf_gpt2_reference.py";
+
+nlohmann::json model_block(int64_t n_layer = 2, int64_t n_embd = 32, int64_t vocab = 64) {
+  return {{"type", "gpt"}, {"n_layer", n_layer}, {"n_head", 2},      {"n_embd", n_embd},
+          {"block_size", 16}, {"vocab_size", vocab}, {"dropout", 0.0}};
+}
+
+nlohmann::json config_json(int stage, const nlohmann::json& model) {
+  return {{"train_batch_size", 4},
+          {"gradient_accumulation_steps", 1},
+          {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 3e-3}}}}},
+          {"zero_optimization", {{"stage", stage}, {"stage3_param_persistence_threshold", 0}}},
+          {"dstrain", {{"model", model}}}};
+}
+
+std::shared_ptr<Engine> make_engine(const nlohmann::json& config) {
+  torch::manual_seed(11);
+  auto world = ds::comm::init_distributed("mpi");
+  ds::Config parsed = ds::Config::from_json(config);
+  auto build = [&] { return ds::models::GPT(ds::models::GPTConfig::from_json(config["dstrain"]["model"])); };
+  return ds::initialize(parsed.zero_optimization().stage == 3 ? ds::zero::build(parsed, build, world) : build(), parsed, world);
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("dstrain_hf_" + name + "_np" + std::to_string(ds::comm::get_world_size()))).string();
+  if (ds::comm::get_rank() == 0) ds::remove_tree(dir);
+  ds::comm::init_distributed("mpi")->barrier();
+  return dir;
+}
+
+// Rows of block_size + 1 tokens, the same on every rank.
+at::Tensor batch_rows(int64_t rows, int64_t vocab) {
+  auto generator = at::detail::createCPUGenerator(99);
+  return at::randint(vocab, {rows, 17}, generator, at::kLong);
+}
+
+// What `command` prints on stdout; the test fails when it exits non-zero.
+std::string output_of(const std::string& command) {
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string text;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof buffer, pipe)) text += buffer;
+  REQUIRE(::pclose(pipe) == 0);
+  return text;
+}
+
+double python_loss(const std::string& folder, const at::Tensor& rows, const std::string& scratch) {
+  const std::string tokens = scratch + "/tokens.bin";
+  std::ofstream(tokens, std::ios::binary)
+      .write(static_cast<const char*>(rows.contiguous().data_ptr()), rows.numel() * static_cast<int64_t>(sizeof(int64_t)));
+  return std::stod(output_of("/usr/bin/python3 " + kReference + " loss " + folder + " --tokens " + tokens));
+}
+
+template <class Fn>
+std::string error_of(Fn body) {
+  try {
+    body();
+  } catch (const ds::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+int64_t status_kib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("the export from stage 0 and 3 checkpoints gives PyTorch's GPT-2 the engine's loss, and imports back",
+          "[hf]") {
+  for (int stage : {0, 3}) {
+    DYNAMIC_SECTION("stage " << stage) {
+      const std::string dir = fresh_dir("stage" + std::to_string(stage));
+      auto engine = make_engine(config_json(stage, model_block()));
+      training_loop::train(*engine, 3);
+      engine->save_checkpoint(dir + "/ckpt");
+      const at::Tensor rows = batch_rows(3, 64);
+      const at::Tensor inputs = rows.slice(1, 0, 16), targets = rows.slice(1, 1, 17);
+      at::Tensor logits;
+      double loss = 0;
+      {
+        torch::NoGradGuard no_grad;
+        logits = engine->forward(inputs);
+        loss = ds::models::cross_entropy_loss(logits, targets).item<double>();
+      }
+      if (ds::comm::get_rank() == 0) {
+        const std::string out = dir + "/hf";
+        const ds::HfExport exported = ds::export_hf(ds::checkpoint_folders(dir + "/ckpt", ""), out);
+        REQUIRE(exported.tensors == 4 + 12 * 2);
+        const double reference = python_loss(out, rows, dir);
+        INFO("engine " << loss << ", PyTorch GPT-2 " << reference);
+        REQUIRE(std::abs(loss - reference) <= 1e-4 * std::abs(reference));
+
+        ds::models::GPT imported(ds::models::GPTConfig::from_json(model_block()));
+        ds::load_hf_weights(out, *imported);
+        torch::NoGradGuard no_grad;
+        REQUIRE(torch::allclose(imported->forward(inputs), logits, 1e-5, 1e-6));
+      }
+      ds::comm::init_distributed("mpi")->barrier();
+    }
+  }
+}
+
+// Rewrites the export in `folder` (argv[1]) as others write GPT-2: split into two shards with an
+// index, names without "transformer.", the tied lm_head.weight and the mask buffers included (as
+// older transformers files have them); and as F16 and BF16 copies (rounded to nearest even).
+const char* const kRewrite = R"PY(
+import json, os, struct, sys
+import numpy as np
+sys.path.insert(0, os.path.dirname(sys.argv[2]))
+from hf_gpt2_reference import read_safetensors_file
+
+def write(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, (dtype, array) in tensors.items():
+        data = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+root = sys.argv[1]
+weights = read_safetensors_file(root + "/hf/model.safetensors")
+config = open(root + "/hf/config.json").read()
+names = sorted(weights)
+bare = lambda name: name[len("transformer."):]
+os.makedirs(root + "/sharded")
+half = len(names) // 2
+files = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+weight_map = {}
+for file, part in files.items():
+    tensors = {bare(n): ("F32", weights[n]) for n in part}
+    if file.startswith("model-00002"):
+        tensors["lm_head.weight"] = ("F32", weights["transformer.wte.weight"])
+        tensors["h.0.attn.bias"] = ("F32", np.tril(np.ones((1, 1, 16, 16), dtype="<f4")))
+    write(root + "/sharded/" + file, tensors)
+    weight_map.update({name: file for name in tensors})
+json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, open(root + "/sharded/model.safetensors.index.json", "w"))
+open(root + "/sharded/config.json", "w").write(config)
+
+def bf16(array):
+    bits = array.astype("<f4").view("<u4").astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+for kind, convert in (("F16", lambda a: a.astype("<f2")), ("BF16", bf16)):
+    os.makedirs(root + "/" + kind)
+    write(root + "/" + kind + "/model.safetensors", {n: (kind, convert(weights[n])) for n in names})
+    open(root + "/" + kind + "/config.json", "w").write(config)
+
+os.makedirs(root + "/missing")
+write(root + "/missing/model.safetensors", {n: ("F32", weights[n]) for n in names if n != "transformer.h.1.mlp.c_fc.bias"})
+open(root + "/missing/config.json", "w").write(config)
+os.makedirs(root + "/unknown")
+write(root + "/unknown/model.safetensors", dict({n: ("F32", weights[n]) for n in names}, **{"transformer.h.9.ln_1.weight": ("F32", np.ones(32, dtype="<f4"))}))
+os.makedirs(root + "/transposed")
+wrong = {n: ("F32", weights[n]) for n in names}
+wrong["transformer.h.0.attn.c_attn.weight"] = ("F32", weights["transformer.h.0.attn.c_attn.weight"].T)
+write(root + "/transposed/model.safetensors", wrong)
+)PY";
+
+TEST_CASE("weights import from a sharded folder, F16 and BF16 copies that Python writes; bad ones are named",
+          "[hf]") {
+  const std::string dir = fresh_dir("import");
+  auto engine = make_engine(config_json(0, model_block()));
+  training_loop::train(*engine, 2);
+  engine->save_checkpoint(dir + "/ckpt");
+  if (ds::comm::get_rank() != 0) return;
+  ds::export_hf(ds::checkpoint_folders(dir + "/ckpt", ""), dir + "/hf");
+  std::ofstream(dir + "/rewrite.py") << kRewrite;
+  output_of("/usr/bin/python3 " + dir + "/rewrite.py " + dir + " " + kReference);
+
+  const auto config = ds::models::GPTConfig::from_json(model_block());
+  ds::models::GPT exported(config);
+  ds::load_hf_weights(dir + "/hf", *exported);
+  // The engine's own weights are the reference for the exported file.
+  for (const auto& item : engine->module()->named_parameters())
+    REQUIRE(torch::equal(exported->named_parameters()[item.key()], item.value()));
+  ds::models::GPT sharded(config);
+  ds::load_hf_weights(dir + "/sharded", *sharded);
+  for (const auto& item : exported->named_parameters()) REQUIRE(torch::equal(sharded->named_parameters()[item.key()], item.value()));
+  for (const auto& [kind, type] : {std::pair{"F16", at::kHalf}, std::pair{"BF16", at::kBFloat16}}) {
+    INFO(kind);
+    ds::models::GPT rounded(config);
+    ds::load_hf_weights(dir + "/" + kind, *rounded);
+    for (const auto& item : exported->named_parameters())
+      REQUIRE(torch::equal(rounded->named_parameters()[item.key()], item.value().to(type).to(at::kFloat)));
+  }
+
+  ds::models::GPT target(config);
+  REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/missing", *target); }),
+               Catch::Contains("no tensor for the GPT's 'h.1.mlp.c_fc.bias' (GPT-2: 'transformer.h.1.mlp.c_fc.bias')") &&
+                   Catch::Contains(dir + "/missing"));
+  REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/unknown", *target); }),
+               Catch::Contains("'transformer.h.9.ln_1.weight' has no place in the GPT") &&
+                   Catch::Contains(dir + "/unknown/model.safetensors"));
+  REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/transposed", *target); }),
+               Catch::Contains("'transformer.h.0.attn.c_attn.weight' has shape [96, 32], the GPT's 'h.0.attn.c_attn.weight' "
+                               "needs [32, 96]"));
+  REQUIRE_THAT(error_of([&] { (void)ds::hf_model_sizes(dir + "/transposed"); }),
+               Catch::Contains("cannot open the Hugging Face config") && Catch::Contains(dir + "/transposed/config.json"));
+  REQUIRE(ds::hf_model_sizes(dir + "/sharded") ==
+          nlohmann::json{{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}});
+}
+
+TEST_CASE("the export streams: its peak RSS grows by one tensor and its buffers, not by the model", "[hf]") {
+  const std::string dir = fresh_dir("stream");
+  // 8 blocks of n_embd 256: 6.4M parameters, 25.6 MB in fp32; the largest tensor is a block's
+  // c_fc or mlp.c_proj weight, 256 x 1024 (1 MiB).
+  auto engine = make_engine(config_json(0, model_block(8, 256, 512)));
+  engine->save_checkpoint(dir + "/ckpt");
+  int64_t model_bytes = 0, largest = 0;
+  for (const auto& param : engine->module()->parameters()) {
+    model_bytes += param.numel() * 4;
+    largest = std::max<int64_t>(largest, param.numel() * 4);
+  }
+  engine.reset();
+  if (ds::comm::get_rank() != 0) return;
+  const std::vector<std::string> folders = ds::checkpoint_folders(dir + "/ckpt", "");
+  std::ofstream("/proc/self/clear_refs") << "5";
+  const int64_t before = status_kib("VmRSS");
+  REQUIRE(status_kib("VmHWM") <= before + 64);  // the reset worked
+  ds::export_hf(folders, dir + "/hf");
+  const int64_t growth = (status_kib("VmHWM") - before) * 1024;
+  // One tensor, the 4 MiB checksum buffer, the 256 KiB transpose block, 1.5 MiB for the rest.
+  const int64_t bound = largest + (4 << 20) + (256 << 10) + (3 << 19);
+  INFO("peak growth " << growth << " bytes; bound " << bound << "; model " << model_bytes);
+  REQUIRE(growth <= bound);
+  REQUIRE(bound < model_bytes / 3);
+  REQUIRE(fs::file_size(dir + "/hf/model.safetensors") > static_cast<uintmax_t>(model_bytes));
+}
