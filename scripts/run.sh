@@ -14,7 +14,9 @@ JOBS=${JOBS:-$(nproc)}
 PACKAGES=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread
           libopenmpi-dev openmpi-bin liburing-dev libcli11-dev nlohmann-json3-dev catch2 fio iproute2
           libpcre2-dev libsentencepiece-dev sentencepiece python3.11-doc clang libclang-rt-14-dev
-          chromium)  # chromium: the headless browser that renders `dstrain plot` pages in the tests
+          chromium python3-torch python3-numpy)
+# chromium: the headless browser that renders `dstrain plot` pages in the tests; python3-torch and
+# python3-numpy: the tests' Python references (a PyTorch GPT-2 that loads exported weights, ...).
 # The first run's corpus: the reStructuredText sources of the Python 3.11 documentation that
 # python3.11-doc installs (11 MB of English, PSF licence; docs/getting-started.md says why).
 CORPUS=/usr/share/doc/python3.11/html/_sources
