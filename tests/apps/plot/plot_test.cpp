@@ -165,6 +165,13 @@ TEST_CASE("a series is one path with a command per point, placed linearly", "[pl
   CHECK(count_of(svg, "class=\"legend\"") == 2);
 }
 
+TEST_CASE("a series with markers has a dot on every point", "[plot]") {
+  const std::string svg = render_svg(chart_of({{"loss", {{1, 3}, {2, 2}, {3, 1}}, 0, false},
+                                               {"val_loss", {{1, 3.5}, {2, kNaN}, {3, 2.5}, {4, 2}}, 0, true, true}}));
+  CHECK(count_of(svg, "<circle class=\"dot\"") == 3);  // val_loss's finite points; loss has none
+  CHECK(commands_of(series_paths(svg)[1]).size() == 3);
+}
+
 TEST_CASE("a single point is a path of one move and a dot", "[plot]") {
   const std::string svg = render_svg(chart_of({{"val_loss", {{300, 4.2}}, 0, true}}));
   const auto paths = series_paths(svg);

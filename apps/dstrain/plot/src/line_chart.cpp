@@ -16,7 +16,7 @@ constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
 constexpr int kPaletteSize = sizeof kPalette / sizeof kPalette[0];
 
 // The page's layout, in pixels: the plot area inside margins for title, ticks and the legend.
-constexpr double kWidth = 760, kLeft = 72, kRight = 560, kTop = 36, kPlotHeight = 236, kLegendX = 576;
+constexpr double kWidth = 820, kLeft = 72, kRight = 560, kTop = 36, kPlotHeight = 236, kLegendX = 576;
 constexpr double kLegendRow = 18;
 
 const char* colour_of(const Series& series) {
@@ -48,7 +48,7 @@ Bounds finite_bounds(const LineChart& chart) {
 
 bool finite(const Point& p) { return std::isfinite(p.x) && std::isfinite(p.y); }
 
-// The legend has 180 pixels: a long name (a run named by its path) keeps its end, which tells runs
+// The legend has 240 pixels: a long name (a run named by its path) keeps its end, which tells runs
 // apart, cut at a UTF-8 character boundary.
 std::string legend_text(const std::string& name) {
   constexpr size_t kMaxBytes = 30;
@@ -112,7 +112,7 @@ std::string render_svg(const LineChart& chart) {
       const std::string x = coordinate(px(points[i].x)), y = coordinate(py(points[i].y));
       path += (path.empty() ? "" : " ") + std::string(joins_previous ? "L" : "M") + x + " " + y;
       ++drawn;
-      if (!joins_previous && !joins_next) {
+      if (series.markers || (!joins_previous && !joins_next)) {
         dots += "<circle class=\"dot\" cx=\"" + x + "\" cy=\"" + y + "\" r=\"3\" fill=\"" + colour_of(series) + "\"/>";
       }
     }

@@ -12,12 +12,12 @@ namespace {
 struct ChartSpec {
   const char* title;
   const char* y_label;
-  std::vector<const char*> fields;  // the first solid, the others dashed
+  std::vector<const char*> fields;  // the first solid, the others dashed with a dot on each point
 };
 
 // The trainer's field names (train_report.cpp); "mfu" and "tflops" where the trainer knows the FLOPs.
 const std::vector<ChartSpec> kStepCharts = {
-    {"Loss (train solid, validation dashed)", "loss", {"loss", "val_loss"}},
+    {"Loss (train solid, validation dashed with dots)", "loss", {"loss", "val_loss"}},
     {"Learning rate", "lr", {"lr"}},
     {"Throughput", "samples/s", {"samples_per_sec"}},
     {"Model FLOPs utilization", "MFU", {"mfu"}},
@@ -62,7 +62,7 @@ void add_step_charts(HtmlPage& page, const std::vector<Run>& runs) {
       for (size_t f = 0; f < spec.fields.size(); ++f) {
         const auto it = runs[r].fields.find(spec.fields[f]);
         if (it == runs[r].fields.end()) continue;
-        chart.series.push_back({runs[r].name + " " + spec.fields[f], it->second, static_cast<int>(r), f > 0});
+        chart.series.push_back({runs[r].name + " " + spec.fields[f], it->second, static_cast<int>(r), f > 0, f > 0});
       }
     }
     if (!chart.series.empty()) page.add_svg(render_svg(chart));
@@ -83,7 +83,7 @@ void add_comms_charts(HtmlPage& page, const std::vector<Run>& runs) {
           ops.push_back(entry.op);
       }
       for (const std::string& op : ops) {
-        Series series{runs[r].name + " " + op, {}, static_cast<int>(chart.series.size()), r % 2 == 1};
+        Series series{runs[r].name + " " + op, {}, static_cast<int>(chart.series.size()), r % 2 == 1, true};
         for (const CommsEntry& entry : runs[r].comms) {
           const auto it = entry.figures.find(figure);
           if (entry.op == op && it != entry.figures.end())

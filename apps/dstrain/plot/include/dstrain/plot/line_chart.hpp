@@ -17,6 +17,7 @@ struct Series {
   std::vector<Point> points;  // in drawing order
   int colour = 0;             // index into the chart palette (it wraps)
   bool dashed = false;
+  bool markers = false;  // a dot on every point: a sparse series (val_loss) over a dense one
 };
 
 struct LineChart {
@@ -27,8 +28,8 @@ struct LineChart {
 };
 
 // One <path class="series" data-name=NAME data-points=N> per series, N its finite points, each a
-// "M" or "L" command of the path ("M" after a gap); a point with no finite neighbour is also drawn
-// as a dot. The axes span the finite points of all series; a chart with none says "no data". The
+// "M" or "L" command of the path ("M" after a gap); a point with no finite neighbour, or any point
+// of a series with markers, is also drawn as a dot. The axes span the finite points of all series; a chart with none says "no data". The
 // legend shows a name longer than 30 bytes by its end ("…/runs/b/metrics.jsonl loss").
 std::string render_svg(const LineChart& chart);
 

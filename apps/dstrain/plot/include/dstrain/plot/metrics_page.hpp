@@ -1,5 +1,5 @@
 // The page `dstrain plot` writes: a summary table of the runs, then against the step the loss
-// (train solid, validation dashed where evaluated), lr, samples/s, MFU, TFLOPS and peak RSS, each
+// (train solid, validation dashed with dots where evaluated), lr, samples/s, MFU, TFLOPS and peak RSS, each
 // run one colour; then, where a run logged communication, bytes and bus bandwidth per collective.
 // A chart whose figure no run has is left out.
 #pragma once
