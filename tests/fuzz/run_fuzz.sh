@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/targets, clang) into WORK and runs each for SECONDS on a
 # seed corpus: the shipped configs/ for the config and --set targets, a real index.json (a one-step
-# checkpoint of the trainer DSTRAIN) for the index target. First every file of
+# checkpoint of the trainer DSTRAIN) for the index target, that checkpoint's safetensors export for
+# the safetensors header target. First every file of
 # tests/fuzz/regressions/<target>/ is replayed: what the fuzzer once found stays fixed. A finding
 # fails the test and leaves its input in WORK/findings/<target>/ (add it to regressions/ once fixed).
 # Usage: run_fuzz.sh SOURCE_DIR WORK DSTRAIN SECONDS. Exits 77 (skipped) without clang's libFuzzer.
@@ -20,7 +21,7 @@ CXX=clang++ cmake -S "$src/tests/fuzz/targets" -B "$work/build" -G Ninja -DCMAKE
 cmake --build "$work/build" -j "$(nproc)" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 
 # Seeds: the shipped configs (the --set target's seeds are "KEY=VALUE\n" + config).
-rm -rf "$work/corpus"; mkdir -p "$work/corpus"/{config,override,index}
+rm -rf "$work/corpus"; mkdir -p "$work/corpus"/{config,override,index,safetensors}
 cp "$src"/configs/*.json "$work/corpus/config/"
 i=0
 for config in "$src"/configs/*.json; do
@@ -32,9 +33,17 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DSTRAIN_LOG_LEV
 "$dstrain" --config "$src/configs/default.json" --steps 1 --save-dir "$work/ckpt" --progress off \
   --set dstrain.model.n_layer=1 > "$work/seed_run.log" 2>&1 || { cat "$work/seed_run.log"; exit 1; }
 cp "$work"/ckpt/global_step1/index.json "$work/corpus/index/"
+# The safetensors seed: that checkpoint exported, as the target reads it (data size, then the header).
+"$dstrain" export --checkpoint "$work/ckpt" --format safetensors --out "$work/hf" > /dev/null
+python3 - "$work/hf/model.safetensors" "$work/corpus/safetensors/export" <<'PY'
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(raw) - 8 - n) + raw[8:8 + n])
+PY
 
 status=0
-for target in config override index; do
+for target in config override index safetensors; do
   binary="$work/build/fuzz_$target"
   regressions=("$src/tests/fuzz/regressions/$target"/*)
   if [ -e "${regressions[0]}" ]; then
