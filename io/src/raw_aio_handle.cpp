@@ -11,28 +11,6 @@
 #include "ring_worker.hpp"
 
 namespace ds::io {
-namespace {
-
-// The length of the union of the requests' [queued, finished] intervals.
-double busy_seconds_of(std::vector<std::shared_ptr<FileRequest>>& requests) {
-  std::sort(requests.begin(), requests.end(),
-            [](const auto& a, const auto& b) { return a->queued_at() < b->queued_at(); });
-  std::chrono::duration<double> busy{0};
-  std::optional<std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>> span;
-  for (const auto& request : requests) {
-    if (span && request->queued_at() <= span->second) {
-      span->second = std::max(span->second, request->finished_at());
-      continue;
-    }
-    if (span) busy += span->second - span->first;
-    span.emplace(request->queued_at(), request->finished_at());
-  }
-  if (span) busy += span->second - span->first;
-  return busy.count();
-}
-
-}  // namespace
-
 RawAioHandle::RawAioHandle(const AioSettings& settings) : settings_(settings) {
   validate(settings_);
   for (int i = 0; i < settings_.intra_op_parallelism; ++i)
@@ -73,20 +51,27 @@ int RawAioHandle::async_pwrite(const void* buffer, int64_t num_bytes, const std:
   return 0;
 }
 
-int RawAioHandle::wait() {
-  std::vector<std::shared_ptr<FileRequest>> requests;
-  requests.swap(queued_);
+int RawAioHandle::wait_for(int64_t count) {
   std::optional<Error> first_error;
-  for (auto& request : requests) {
+  int waited = 0;
+  std::chrono::duration<double> busy{0};
+  // In request order, so queueing times only grow: each request adds the part of its
+  // [queued, finished] interval past the busy time already counted.
+  for (; first_queued_ < count && !queued_.empty(); ++first_queued_, ++waited) {
+    const std::shared_ptr<FileRequest> request = std::move(queued_.front());
+    queued_.pop_front();
     try {
       request->wait();
     } catch (const Error& error) {
       if (!first_error) first_error = error;
     }
+    const auto from = std::max(request->queued_at(), busy_until_);
+    if (request->finished_at() > from) busy += request->finished_at() - from;
+    busy_until_ = std::max(busy_until_, request->finished_at());
   }
-  busy_seconds_ = busy_seconds_of(requests);
+  busy_seconds_ = busy.count();
   if (first_error) throw *first_error;
-  return static_cast<int>(requests.size());
+  return waited;
 }
 
 int64_t RawAioHandle::direct_bytes() const {

@@ -328,3 +328,39 @@ TEST_CASE("busy_seconds counts the time requests were in flight, not the caller'
   CHECK(handle.busy_seconds() <= std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count());
   CHECK(Bytes(first, first + size) == Bytes(second, second + size));
 }
+
+TEST_CASE("wait_for waits for the requests queued before a number and leaves the later ones queued", "[io]") {
+  TempDir dir;
+  const int64_t size = 8 * kPage;
+  const Bytes content = random_bytes(size, 7);
+  plain_write(dir.file("data.bin"), content);
+  plain_write(dir.file("short.bin"), Bytes(kPage, 'x'));
+  LockedBuffers locked;
+  char* first = static_cast<char*>(locked.allocate(size));
+  char* second = static_cast<char*>(locked.allocate(size));
+  char* third = static_cast<char*>(locked.allocate(size));
+  RawAioHandle handle(AioSettings{kPage, 2, false, true, GENERATE(1, 2)});
+
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(handle.queued_count() == 0);
+  handle.async_pread(first, size, dir.file("data.bin"));
+  handle.async_pread(second, size / 2, dir.file("data.bin"), size / 2);
+  handle.async_pread(third, size, dir.file("short.bin"));  // fails: the file has one page
+  CHECK(handle.queued_count() == 3);
+
+  REQUIRE(handle.wait_for(1) == 1);
+  CHECK(bytes_at(first, size) == content);
+  double busy = handle.busy_seconds();
+  REQUIRE(handle.wait_for(2) == 1);
+  CHECK(bytes_at(second, size / 2) == Bytes(content.begin() + size / 2, content.end()));
+  busy += handle.busy_seconds();
+  CHECK(handle.wait_for(2) == 0);  // nothing left before number 2
+  // The failure belongs to request 2: only the wait that covers it throws it.
+  REQUIRE_THROWS_AS(handle.wait(), ds::Error);
+  busy += handle.busy_seconds();
+  CHECK(handle.queued_count() == 3);
+  CHECK(handle.wait() == 0);
+  // The waits' busy figures add up to the union of the requests' times in flight, within the wall time.
+  CHECK(busy > 0);
+  CHECK(busy <= std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}

@@ -54,14 +54,14 @@ int64_t allocated_bytes(const std::string& path) {
 constexpr int64_t kShard = 5000;     // elements: sub-groups of 2048, 2048 and 904 (padded to 1024)
 constexpr int64_t kSubGroup = 2048;
 
-OptimizerSwapper::Options optimizer_options(const std::string& nvme) {
+OptimizerSwapper::Options optimizer_options(const std::string& nvme, bool pipeline_read = true) {
   OptimizerSwapper::Options options;
   options.nvme_path = nvme;
   options.names = {"master", "exp_avg"};
   options.shard_numel = kShard;
   options.sub_group_size = kSubGroup;
   options.buffer_count = 6;
-  options.pipeline_read = true;
+  options.pipeline_read = pipeline_read;
   options.gradients = true;
   options.sum_of_squares = [](const float* v, int64_t n) {
     double sum = 0;
@@ -74,13 +74,16 @@ OptimizerSwapper::Options optimizer_options(const std::string& nvme) {
 
 // One step as the engine runs it: gradients of the backward, then every sub-group swapped in,
 // changed (master += gradient, exp_avg += 1) and swapped out. Returns what the master must now hold.
-// `mid_step` runs between the backward and the optimizer's swap-ins.
+// `harm` runs before the backward (between steps) or between the backward and the optimizer's
+// swap-ins: with pipeline_read the backward has read the first sub-groups' state ahead by then.
+enum class When { BetweenSteps, AfterBackward };
 void step(OptimizerSwapper& swapper, std::vector<float>& master, std::vector<float>& exp_avg, float gradient,
-          const std::function<void()>& mid_step = [] {}) {
+          const std::function<void()>& harm = [] {}, When when = When::AfterBackward) {
   const std::vector<float> gradients(kShard, gradient);
+  if (when == When::BetweenSteps) harm();
   swapper.write_gradients(gradients.data(), 0, kShard, true);
   swapper.finish_gradients();
-  mid_step();
+  if (when == When::AfterBackward) harm();
   for (int64_t i = 0; i < swapper.sub_groups(); ++i) {
     const OptimizerSwapper::SubGroup& g = swapper.swap_in(i);
     for (int64_t j = 0; j < g.numel; ++j) {
@@ -101,6 +104,12 @@ void step(OptimizerSwapper& swapper, std::vector<float>& master, std::vector<flo
 
 TEST_CASE("optimizer swap files are preallocated and every block read back is checked", "[zero][swap]") {
   Scratch scratch;
+  // Without pipeline_read every block is read after the backward: a change up to the swap-ins is
+  // caught. With it, the first sub-groups' state is read during the backward (and a change to it
+  // after that is either rewritten whole by the step's write-back or caught by the next read), so
+  // the change to those files comes between steps, as the engine's test makes it. The gradient's
+  // file is read in the step only (and rewritten by every backward).
+  const bool pipeline_read = GENERATE(false, true);
   enum class Harm { Overwrite, Truncate, TruncateThenWritePast };
   struct Case {
     const char* name;
@@ -113,8 +122,10 @@ TEST_CASE("optimizer swap files are preallocated and every block read back is ch
                         Case{"gradients overwritten in sub-group 1", 2, 1, Harm::Overwrite},
                         Case{"exp_avg cut to 4 KiB", 1, 0, Harm::Truncate},
                         Case{"master cut to 4 KiB and written past", 0, 0, Harm::TruncateThenWritePast}}) {
-    DYNAMIC_SECTION(c.name) {
-      OptimizerSwapper swapper(optimizer_options(scratch.path));
+    const When when = pipeline_read && c.file < 2 ? When::BetweenSteps : When::AfterBackward;
+    DYNAMIC_SECTION(c.name << (pipeline_read ? ", pipeline_read" : "")
+                           << (when == When::BetweenSteps ? ", between steps" : ", after the backward")) {
+      OptimizerSwapper swapper(optimizer_options(scratch.path, pipeline_read));
       const int64_t file_bytes = ds::io::round_up(kShard, 1024) * 4;
       for (size_t k = 0; k < 2; ++k) CHECK(allocated_bytes(swapper.path_of(k)) >= file_bytes);
       CHECK(allocated_bytes(swapper.gradient_path()) >= file_bytes);
@@ -138,7 +149,9 @@ TEST_CASE("optimizer swap files are preallocated and every block read back is ch
           REQUIRE(fs::file_size(victim) > static_cast<uintmax_t>(2 * kSubGroup * 4));
         }
       };
-      const ds::Error error = caught_error([&] { step(swapper, master, exp_avg, 0.125f, harm); });
+      const ds::Error error = caught_error([&] {
+        step(swapper, master, exp_avg, 0.125f, harm, when);
+      });
       INFO(error.what());
       CHECK(error.path() == victim);
       REQUIRE(error.offset().has_value());

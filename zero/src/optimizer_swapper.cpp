@@ -40,23 +40,25 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
                                  std::string(kKey) + ".nvme_path", file_bytes());
   try {
     for (int s = 0; s < slots; ++s) {
-      std::vector<float*> buffers;
+      Slot slot;
       for (size_t k = 0; k < options_.names.size(); ++k)
-        buffers.push_back(static_cast<float*>(buffers_.allocate(group_numel_ * sizeof(float))));
+        slot.buffers.push_back(static_cast<float*>(buffers_.allocate(group_numel_ * sizeof(float))));
       // The gradient's buffer last in each slot.
-      if (options_.gradients) buffers.push_back(static_cast<float*>(buffers_.allocate(group_numel_ * sizeof(float))));
-      slots_.push_back(std::move(buffers));
+      if (options_.gradients) slot.buffers.push_back(static_cast<float*>(buffers_.allocate(group_numel_ * sizeof(float))));
+      slot.read_crc.assign(options_.names.size(), 0);
+      slots_.push_back(std::move(slot));
     }
     for (size_t i = 0; i < groups_.size(); ++i) {
-      const std::vector<float*>& slot = slots_[i % slots_.size()];
-      groups_[i].state.assign(slot.begin(), slot.begin() + static_cast<int64_t>(options_.names.size()));
-      if (options_.gradients) groups_[i].gradients = slot.back();
+      const std::vector<float*>& buffers = slots_[i % slots_.size()].buffers;
+      groups_[i].state.assign(buffers.begin(), buffers.begin() + static_cast<int64_t>(options_.names.size()));
+      if (options_.gradients) groups_[i].gradients = buffers.back();
     }
     if (options_.gradients) {
       // Pages never straddle sub-groups: a sub-group's gradient is read as whole pages, each
       // checked before the sub-group is handed out.
       page_numel_ = std::min(gradient_page_numel(numel), group_numel_);
       pages_per_group_ = (group_numel_ + page_numel_ - 1) / page_numel_;
+      for (Slot& slot : slots_) slot.page_read_crc.assign(pages_per_group_, 0);
       for (int p = 0; p < kGradientPages; ++p)
         pages_.push_back({static_cast<float*>(buffers_.allocate(page_numel_ * sizeof(float)))});
     }
@@ -71,15 +73,15 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
     for (const std::string& path : paths) reserved = io::preallocate(path, padded(numel) * sizeof(float)) && reserved;
     written_crc_.assign(paths.size(), std::vector<uint32_t>(groups_.size()));
     unchecked_.assign(paths.size(), std::vector<bool>(groups_.size(), false));
-    read_crc_.assign(paths.size(), 0);
-    std::fill(slots_[0][0], slots_[0][0] + group_numel_, 0.0f);
+    float* zeros = slots_[0].buffers[0];
+    std::fill(zeros, zeros + group_numel_, 0.0f);
     for (size_t f = 0; f < paths.size(); ++f)
       for (size_t i = 0; i < groups_.size(); ++i) {
         const int64_t bytes = padded(groups_[i].numel) * sizeof(float);
         if (reserved)
           written_crc_[f][i] = io::crc32c_of_zeros(bytes);
         else
-          writer_->async_pwrite(slots_[0][0], bytes, paths[f], groups_[i].offset * sizeof(float), &written_crc_[f][i]);
+          writer_->async_pwrite(zeros, bytes, paths[f], groups_[i].offset * sizeof(float), &written_crc_[f][i]);
       }
     writer_->wait();
     if (options_.gradients)
@@ -133,53 +135,84 @@ std::string OptimizerSwapper::block_name(size_t file, int64_t i) const {
          std::to_string(g.offset + g.numel) + ") of " + (file < options_.names.size() ? options_.names[file] : "gradients");
 }
 
-void OptimizerSwapper::queue_reads(int64_t i) {
-  const SubGroup& g = groups_[i];
-  for (size_t k = 0; k < options_.names.size(); ++k)
-    reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float), &read_crc_[k]);
-  if (g.gradients) {
-    // Cut at the gradient's page boundaries, so that each piece is checked against its page.
-    page_read_crc_.assign(pages_per_group_, 0);
-    for (int64_t k = 0; k < pages_per_group_; ++k) {
-      const int64_t page = i * pages_per_group_ + k;
-      if (page_valid(page) > 0)
-        reader_->async_pread(g.gradients + k * page_numel_, padded(page_valid(page)) * sizeof(float), gradient_path(),
-                             page_begin(page) * sizeof(float), &page_read_crc_[k]);
-    }
-  }
-  reading_ = i;
-  const int64_t files = static_cast<int64_t>(options_.names.size()) + (g.gradients ? 1 : 0);
-  stats_.read_bytes += files * padded(g.numel) * sizeof(float);
+void OptimizerSwapper::release_if_done(Slot& slot) {
+  if (slot.group >= 0 && slot.stepped && slot.write_done_at == 0 && slot.group != in_use_) slot.group = -1;
 }
 
-void OptimizerSwapper::wait_reads() {
-  if (reading_ < 0) return;
-  const int64_t i = reading_;
-  reading_ = -1;
+void OptimizerSwapper::queue_reads(int64_t first, int64_t last) {
+  for (int64_t j = first; j <= std::min(last, sub_groups() - 1); ++j) {
+    Slot& slot = slot_of(j);
+    if (slot.group != j) {
+      release_if_done(slot);
+      if (slot.group >= 0) return;  // still stepped or written: later sub-groups wait too
+      queue_state_reads(j);
+    }
+    if (options_.gradients && in_step_ && slot.gradient_read_at == 0) queue_gradient_reads(j);
+  }
+}
+
+void OptimizerSwapper::queue_state_reads(int64_t i) {
+  const SubGroup& g = groups_[i];
+  Slot& slot = slot_of(i);
+  slot.group = i;
+  slot.gradient_read_at = 0;
+  slot.checked = slot.stepped = false;
+  for (size_t k = 0; k < options_.names.size(); ++k)
+    reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
+                         &slot.read_crc[k]);
+  slot.state_read_at = reader_->queued_count();
+  stats_.read_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
+}
+
+void OptimizerSwapper::queue_gradient_reads(int64_t i) {
+  const SubGroup& g = groups_[i];
+  Slot& slot = slot_of(i);
+  // Cut at the gradient's page boundaries, so that each piece is checked against its page.
+  for (int64_t k = 0; k < pages_per_group_; ++k) {
+    const int64_t page = i * pages_per_group_ + k;
+    if (page_valid(page) > 0)
+      reader_->async_pread(g.gradients + k * page_numel_, padded(page_valid(page)) * sizeof(float), gradient_path(),
+                           page_begin(page) * sizeof(float), &slot.page_read_crc[k]);
+  }
+  slot.gradient_read_at = reader_->queued_count();
+  slot.checked = false;
+  stats_.read_bytes += padded(g.numel) * sizeof(float);
+}
+
+void OptimizerSwapper::wait_reads(int64_t i) {
+  Slot& slot = slot_of(i);
+  if (slot.checked) return;
   const SubGroup& g = groups_[i];
   try {
-    stats_.read_seconds += io::wait_counted(*reader_, stats_);
+    stats_.read_seconds += io::wait_counted(*reader_, stats_, std::max(slot.state_read_at, slot.gradient_read_at));
   } catch (const Error& e) {
     throw io::naming_block(e, "sub-group " + std::to_string(i) + " (shard elements " + std::to_string(g.offset) + ".." +
                                   std::to_string(g.offset + g.numel) + ")")
         .with_rank(options_.rank);
   }
+  slot.checked = true;
   for (size_t k = 0; k < options_.names.size(); ++k) {
     if (unchecked_[k][i]) {
-      written_crc_[k][i] = read_crc_[k];
+      written_crc_[k][i] = slot.read_crc[k];
       unchecked_[k][i] = false;
       continue;
     }
-    io::check_swap_block(written_crc_[k][i], read_crc_[k], path_of(k), g.offset * static_cast<int64_t>(sizeof(float)),
+    io::check_swap_block(written_crc_[k][i], slot.read_crc[k], path_of(k), g.offset * static_cast<int64_t>(sizeof(float)),
                          padded(g.numel) * static_cast<int64_t>(sizeof(float)), block_name(k, i), options_.rank);
   }
-  if (g.gradients)
+  if (slot.gradient_read_at > 0)
     for (int64_t k = 0; k < pages_per_group_; ++k) {
       const int64_t page = i * pages_per_group_ + k;
       if (page_valid(page) > 0)
-        io::check_swap_block(page_crc_[page], page_read_crc_[k], gradient_path(), page_begin(page) * static_cast<int64_t>(sizeof(float)),
+        io::check_swap_block(page_crc_[page], slot.page_read_crc[k], gradient_path(), page_begin(page) * static_cast<int64_t>(sizeof(float)),
                              padded(page_valid(page)) * static_cast<int64_t>(sizeof(float)), page_name(page), options_.rank);
     }
+}
+
+void OptimizerSwapper::drop_reads() {
+  stats_.read_seconds += io::wait_counted(*reader_, stats_);
+  for (Slot& slot : slots_)
+    if (slot.group >= 0 && !slot.stepped) slot.group = -1;
 }
 
 int64_t OptimizerSwapper::page_of(int64_t offset) const {
@@ -203,51 +236,71 @@ std::string OptimizerSwapper::page_name(int64_t page) const {
 }
 
 void OptimizerSwapper::wait_writes() {
-  if (writing_ < 0) return;
+  if (std::none_of(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.write_done_at > 0; })) return;
   stats_.write_seconds += io::wait_counted(*writer_, stats_);
-  writing_ = -1;
+  for (Slot& slot : slots_) {
+    slot.write_done_at = 0;
+    release_if_done(slot);
+  }
 }
 
 const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
-  if (reading_ != i) {
-    // Not read ahead (the first sub-group, or no pipeline_read). Its slot's last writes (sub-group
-    // i - slots) finished when i - slots + 1 was swapped out, so the buffers are free.
-    wait_reads();
-    queue_reads(i);
+  in_step_ = true;
+  prefetch_due_ = false;
+  in_use_ = i;  // the caller is done with the sub-group before it
+  if (i > 0) release_if_done(slot_of(i - 1));
+  if (slot_of(i).group != i) {
+    // Not read ahead (the first sub-group, or no pipeline_read): the slot's last sub-group is
+    // written, and anything still read into it waited for, before the slot is read into.
+    wait_writes();
+    if (slot_of(i).group >= 0) stats_.read_seconds += io::wait_counted(*reader_, stats_);
+    slot_of(i).group = -1;
   }
-  wait_reads();
-  if (options_.pipeline_read && i + 1 < sub_groups()) queue_reads(i + 1);
+  // The reads ahead go behind i's on the handle, so they do not delay it.
+  queue_reads(i, options_.pipeline_read ? sub_groups() - 1 : i);
+  wait_reads(i);
   return groups_[i];
 }
 
 void OptimizerSwapper::swap_out(int64_t i) {
-  // One sub-group's writes in flight at most: the slot that sub-group i + 1's read-ahead reuses
-  // (i + 1 - slots) is then never still being written.
+  // One sub-group's writes in flight at most: the slot that the reads ahead reuse is then never
+  // still being written for long.
   wait_writes();
   const SubGroup& g = groups_[i];
+  Slot& slot = slot_of(i);
   for (size_t k = 0; k < options_.names.size(); ++k)
     writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
                           &written_crc_[k][i]);
-  writing_ = i;
+  slot.stepped = true;
+  slot.write_done_at = writer_->queued_count();
   stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
   if (!options_.pipeline_write) wait_writes();
+  if (options_.pipeline_read) queue_reads(i + 1, sub_groups() - 1);
 }
 
 void OptimizerSwapper::finish_step() {
-  wait_reads();
+  stats_.read_seconds += io::wait_counted(*reader_, stats_);
   wait_writes();
+  for (Slot& slot : slots_) slot.group = -1;
+  in_use_ = -1;
+  in_step_ = false;
+  prefetch_due_ = true;
 }
 
 OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool overwrite) {
   for (GradientPage& page : pages_)
     if (page.index == index) {
-      if (page.writing) throw Error("offload_optimizer: gradient page " + std::to_string(index) + " staged twice in one backward");
+      if (page.write_done_at > 0) throw Error("offload_optimizer: gradient page " + std::to_string(index) + " staged twice in one backward");
       return page;
     }
   auto free_page = [&] { return std::find_if(pages_.begin(), pages_.end(), [](const GradientPage& p) { return p.index < 0; }); };
   auto page = free_page();
   if (page == pages_.end()) {
-    wait_gradient_writes();
+    // The oldest page written: the others' writes go on.
+    int64_t oldest = 0;
+    for (const GradientPage& p : pages_)
+      if (p.write_done_at > 0 && (oldest == 0 || p.write_done_at < oldest)) oldest = p.write_done_at;
+    if (oldest > 0) wait_gradient_writes(oldest);
     page = free_page();
   }
   if (page == pages_.end())
@@ -281,6 +334,11 @@ OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool 
 }
 
 void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite) {
+  if (prefetch_due_) {
+    // A backward after a step: the state the next step reads first cannot change before it.
+    prefetch_due_ = false;
+    if (options_.pipeline_read) queue_reads(0, static_cast<int64_t>(slots_.size()) - 1);
+  }
   while (count > 0) {
     const int64_t index = page_of(offset);
     const int64_t at = offset - page_begin(index);
@@ -298,8 +356,7 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
       const int64_t valid = page_valid(index);
       writer_->async_pwrite(page.buffer, padded(valid) * sizeof(float), gradient_path(), page_begin(index) * sizeof(float),
                             &page_crc_[index]);
-      page.writing = true;
-      page_writes_queued_ = true;
+      page.write_done_at = writer_->queued_count();
       stats_.write_bytes += padded(valid) * sizeof(float);
     }
     values += n;
@@ -308,17 +365,18 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
   }
 }
 
-void OptimizerSwapper::wait_gradient_writes() {
-  if (!page_writes_queued_) return;
-  stats_.write_seconds += io::wait_counted(*writer_, stats_);
-  page_writes_queued_ = false;
+void OptimizerSwapper::wait_gradient_writes(int64_t count) {
+  if (count < 0) count = writer_->queued_count();
+  if (std::none_of(pages_.begin(), pages_.end(), [&](const GradientPage& p) { return p.write_done_at > 0 && p.write_done_at <= count; }))
+    return;
+  stats_.write_seconds += io::wait_counted(*writer_, stats_, count);
   for (GradientPage& page : pages_)
-    if (page.writing) page = {page.buffer};
+    if (page.write_done_at > 0 && page.write_done_at <= count) page = {page.buffer};
 }
 
 double OptimizerSwapper::finish_gradients() {
   for (const GradientPage& page : pages_)
-    if (page.index >= 0 && !page.writing)
+    if (page.index >= 0 && page.write_done_at == 0)
       throw Error("offload_optimizer: gradient page " + std::to_string(page.index) + " lacks " +
                   std::to_string(page.missing) + " elements at the end of backward");
   wait_gradient_writes();
@@ -332,7 +390,8 @@ void OptimizerSwapper::read_gradients(int64_t offset, float* dst, int64_t count)
 }
 
 void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64_t, float*)>& produce) {
-  float* buffer = slots_[0][0];
+  drop_reads();
+  float* buffer = slots_[0].buffers[0];
   for (size_t i = 0; i < groups_.size(); ++i) {
     const SubGroup& g = groups_[i];
     // The padding past the shard's end stays zero, as the files started.
@@ -350,6 +409,7 @@ void OptimizerSwapper::read(size_t name, int64_t offset, float* dst, int64_t cou
 
 void OptimizerSwapper::write(size_t name, int64_t offset, const float* src, int64_t count) {
   if (count <= 0) return;
+  drop_reads();  // a sub-group read ahead would miss the new values
   writer_->sync_pwrite(src, count * sizeof(float), path_of(name), offset * sizeof(float));
   // Part of a sub-group changed: its checksum is taken again when a step next reads it.
   for (int64_t i = offset / group_numel_; i <= (offset + count - 1) / group_numel_; ++i) unchecked_.at(name).at(i) = true;

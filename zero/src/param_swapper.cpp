@@ -119,7 +119,7 @@ int ParamSwapper::take_buffer(bool may_wait_writes) {
   }
   if (b < 0 && (b = find(State::Reading)) >= 0) {
     // Give up the chunk read furthest ahead: the others are needed sooner.
-    wait_reads();
+    wait_reads(b);
     buffer_of_[buffers_[b].param] = -1;
   }
   if (b >= 0) buffers_[b].state = State::Free;
@@ -142,8 +142,8 @@ bool ParamSwapper::read_ahead(size_t i) {
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
   reader_->async_pread(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
+  buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;
-  reads_queued_ = true;
   stats_.read_bytes += padded(i) * sizeof(float);
   buffer.state = State::Reading;
   buffer.param = i;
@@ -171,7 +171,8 @@ const float* ParamSwapper::acquire(size_t i) {
           .with_rank(options_.rank);
     if (!read_ahead(i)) throw Error("offload_param: internal error, no buffer for parameter " + std::to_string(i));
   }
-  wait_reads();
+  // Only this chunk's read (and those queued before it): the reads ahead of it go on.
+  wait_reads(buffer_of_[i]);
   Buffer& buffer = buffers_[buffer_of_[i]];
   buffer.state = State::Acquired;
   return buffer.data;
@@ -237,11 +238,11 @@ void ParamSwapper::finish_writes() {
   wait_writes();
 }
 
-void ParamSwapper::wait_reads() {
-  if (!reads_queued_) return;
-  reads_queued_ = false;
+void ParamSwapper::wait_reads(int b) {
+  if (!reader_) return;  // nothing swapped
+  const int64_t count = b < 0 ? reader_->queued_count() : buffers_[b].read_done_at;
   try {
-    stats_.read_seconds += io::wait_counted(*reader_, stats_);
+    stats_.read_seconds += io::wait_counted(*reader_, stats_, count);
   } catch (const Error& e) {
     // The failed read's offset says whose chunk it was.
     std::string whose = "parameter chunk";
@@ -251,7 +252,7 @@ void ParamSwapper::wait_reads() {
     throw io::naming_block(e, whose).with_rank(options_.rank);
   }
   for (Buffer& buffer : buffers_)
-    if (buffer.state == State::Reading && !buffer.checked) {
+    if (buffer.state == State::Reading && !buffer.checked && buffer.read_done_at <= count) {
       const size_t i = buffer.param;
       io::check_swap_block(written_crc_[i], buffer.read_crc, path(), file_offset_[i],
                            padded(i) * static_cast<int64_t>(sizeof(float)), chunk_name(i), options_.rank);

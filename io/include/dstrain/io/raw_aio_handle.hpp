@@ -6,8 +6,8 @@
 // 4096-aligned go through O_DIRECT; the rest (unaligned buffers, tails) through the page cache.
 // Short transfers are resubmitted for the remainder; a read that meets the end of the file fails.
 //
-// Requests are not ordered against each other: wait() before touching a buffer or a file range that
-// an outstanding request uses. One thread drives a handle.
+// Requests are not ordered against each other: wait() (or wait_for() of a request) before touching a
+// buffer or a file range that an outstanding request uses. One thread drives a handle.
 //
 // A request given a `checksum` pointer also yields the CRC-32C of the bytes it moved (io::crc32c),
 // computed on the worker threads piece by piece while other pieces are in flight, so the caller
@@ -15,7 +15,9 @@
 // returned, or wait()), and only if it succeeded.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,10 +57,17 @@ class RawAioHandle {
 
   // Blocks until every queued request has finished; returns how many there were, or throws the
   // first failure once all of them have finished.
-  int wait();
-  // Of the requests the last wait() waited for: the seconds during which at least one of them was
-  // in flight (the union of their queue-to-completion times). Bytes over it is the transfer rate,
-  // not counting time the caller spent elsewhere before waiting.
+  int wait() { return wait_for(queued_count()); }
+  // Requests are numbered 0, 1, ... as async_pread/async_pwrite queue them, over the handle's life.
+  // wait_for(n) blocks until requests 0..n-1 have finished and returns how many of them it waited
+  // for now (earlier waits took the rest), or throws the first failure among those; requests
+  // queued after them stay in flight. So a swapper waits for the one buffer it needs next.
+  int64_t queued_count() const { return first_queued_ + static_cast<int64_t>(queued_.size()); }
+  int wait_for(int64_t count);
+  // What the last wait added to the seconds during which at least one request of this handle was
+  // in flight (the union of their queue-to-completion times, over the handle's life; waits go in
+  // request order, so summing the waits' figures counts no second twice). Bytes over it is the
+  // transfer rate, not counting time the caller spent elsewhere before waiting.
   double busy_seconds() const { return busy_seconds_; }
 
   // Bytes moved so far through O_DIRECT and through the page cache, over the handle's life.
@@ -71,8 +80,10 @@ class RawAioHandle {
 
   AioSettings settings_;
   std::vector<std::unique_ptr<RingWorker>> workers_;
-  std::vector<std::shared_ptr<FileRequest>> queued_;
+  std::deque<std::shared_ptr<FileRequest>> queued_;
+  int64_t first_queued_ = 0;  // the number of queued_.front()
   double busy_seconds_ = 0;
+  std::chrono::steady_clock::time_point busy_until_;  // the end of the busy time counted so far
 };
 
 }  // namespace ds::io

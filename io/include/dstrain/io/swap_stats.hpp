@@ -31,11 +31,12 @@ struct SwapStats {
   }
 };
 
-// Waits for the transfers queued on `handle`, counting the time blocked in stats.wait_seconds;
-// returns the seconds they were in flight, for stats.read_seconds or stats.write_seconds.
-inline double wait_counted(RawAioHandle& handle, SwapStats& stats) {
+// Waits for the transfers queued on `handle` before request number `count` (all of them by
+// default; RawAioHandle::wait_for), counting the time blocked in stats.wait_seconds; returns the
+// seconds they added to the handle's time in flight, for stats.read_seconds or stats.write_seconds.
+inline double wait_counted(RawAioHandle& handle, SwapStats& stats, int64_t count = -1) {
   const double start = now();
-  handle.wait();
+  handle.wait_for(count < 0 ? handle.queued_count() : count);
   stats.wait_seconds += now() - start;
   return handle.busy_seconds();
 }

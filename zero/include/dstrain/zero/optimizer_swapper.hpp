@@ -13,11 +13,19 @@
 //   }
 //   swapper.finish_step();
 //
-// pipeline_read reads sub-group i+1 while i is stepped; pipeline_write writes i-1 back while i is
-// stepped. Buffers: one locked buffer per file per sub-group in memory at once, that is one
-// sub-group without pipelining, two with one of them, three with both; buffer_count must cover it.
-// Reads and writes go through two io_uring handles (the aio block's settings) so a wait for the
-// next reads never waits for the previous writes.
+// pipeline_read reads the next sub-groups while i is stepped, as far as free buffers go: i+1, and
+// with pipeline_write also i+2 once i-1's writes are done; pipeline_write writes i-1 back while i
+// is stepped. Buffers: one locked buffer per file per sub-group in memory at once (a slot), that
+// is one sub-group without pipelining, two with one of them, three with both; buffer_count must
+// cover it. Reads and writes go through two io_uring handles (the aio block's settings) so a wait
+// for the next reads never waits for the previous writes, and a wait for sub-group i's reads never
+// waits for the reads queued after them.
+//
+// With pipeline_read the slots are not idle between steps either: the first gradient range of a
+// backward (write_gradients) queues the reads of the first sub-groups' master and state, one per
+// slot, which the backward cannot change, so the step starts with only their gradients to read.
+// Those bytes are checked against their checksums as any read; a file changed after they were
+// read is caught by the next step's read of it.
 //
 // With Options::gradients the fp32 gradient shard is a file too, <folder>/gradients.swp: the
 // reducer's results arrive during backward as ranges of any size and alignment
@@ -95,10 +103,12 @@ class OptimizerSwapper {
   int64_t gradient_buffer_bytes() const;
   int64_t file_bytes() const;
 
-  // Sub-group i's state in memory: waits for its reads (queued ahead under pipeline_read), then
-  // queues the reads of i + 1 when pipelining. Sub-groups go in order 0, 1, ...
+  // Sub-group i's state in memory: queues the reads of the next sub-groups whose slots are free
+  // (pipeline_read), then waits for i's (queued ahead under pipeline_read). Sub-groups go in order
+  // 0, 1, ...; i's buffers stay valid until swap_in(i + 1) or finish_step().
   const SubGroup& swap_in(int64_t i);
-  // Queues sub-group i's writes; without pipeline_write, waits for them.
+  // Queues sub-group i's writes, after waiting for the previous sub-group's; without
+  // pipeline_write, waits for them. Under pipeline_read, slots so freed take the next reads.
   void swap_out(int64_t i);
   // Waits for the writes still queued: after it the files hold the step's result.
   void finish_step();
@@ -133,13 +143,37 @@ class OptimizerSwapper {
     float* buffer = nullptr;
     int64_t index = -1;    // -1: free
     int64_t missing = 0;   // shard elements of the page not yet staged in this backward
-    bool writing = false;  // queued to the file; free once the writes are waited for
+    int64_t write_done_at = 0;  // queued to the file: writer_->queued_count() then; free once waited for
+  };
+
+  // The buffers of one sub-group in memory, and where that sub-group is in its swap.
+  struct Slot {
+    std::vector<float*> buffers;  // one per name, then the gradient's
+    int64_t group = -1;           // the sub-group read, stepped or written in it; -1: free
+    int64_t state_read_at = 0;    // reader_->queued_count() once its state reads were queued; 0: none
+    int64_t gradient_read_at = 0;  // the same for its gradient's pages; 0: not queued
+    bool checked = false;          // its reads were waited for and checked
+    bool stepped = false;          // swap_out queued its writes
+    int64_t write_done_at = 0;     // writer_->queued_count() once its writes were queued; 0: none pending
+    std::vector<uint32_t> read_crc;       // per name, of the bytes read
+    std::vector<uint32_t> page_read_crc;  // per gradient page of the sub-group
   };
 
   int64_t padded(int64_t numel) const;
-  void queue_reads(int64_t i);
-  // Waits for the reads queued by queue_reads and checks every block read against its checksum.
-  void wait_reads();
+  Slot& slot_of(int64_t i) { return slots_[static_cast<size_t>(i) % slots_.size()]; }
+  // The slot is free again once its sub-group was written and the caller has moved past it.
+  void release_if_done(Slot& slot);
+  // Queues the reads of sub-groups first..last that their slots let in, in order: the state where
+  // it is not read yet, the gradient (in a step only) where it is not queued yet.
+  void queue_reads(int64_t first, int64_t last);
+  void queue_state_reads(int64_t i);
+  void queue_gradient_reads(int64_t i);
+  // Waits for sub-group i's reads (and those queued before them) and checks every block read
+  // against its checksum.
+  void wait_reads(int64_t i);
+  // Waits for every read queued and frees the slots of sub-groups read ahead (before a file is
+  // written outside a step).
+  void drop_reads();
   std::string block_name(size_t file, int64_t i) const;
   int64_t page_of(int64_t offset) const;  // the page holding shard element `offset`
   int64_t page_begin(int64_t page) const;
@@ -147,31 +181,31 @@ class OptimizerSwapper {
   std::string page_name(int64_t page) const;
   void wait_writes();
   GradientPage& open_page(int64_t index, bool overwrite);
-  void wait_gradient_writes();
+  // Waits for the page writes queued before writer_'s request number `count` (all by default) and
+  // frees their pages.
+  void wait_gradient_writes(int64_t count = -1);
 
   Options options_;
   std::string folder_;
   int64_t group_numel_ = 0;
   std::vector<SubGroup> groups_;  // offsets and sizes, each with its slot's buffers
   io::LockedBuffers buffers_;     // before the handles: their destructors wait for I/O into these
-  std::vector<std::vector<float*>> slots_;  // sub-group i uses slot i % slots_.size()
+  std::vector<Slot> slots_;       // sub-group i uses slot i % slots_.size()
   std::unique_ptr<io::RawAioHandle> reader_;
   std::unique_ptr<io::RawAioHandle> writer_;
   // Per file (names, then the gradient), per sub-group: the CRC-32C of its last write. Sub-groups
   // that write() changed are unchecked until a step's read has taken their new checksum.
   std::vector<std::vector<uint32_t>> written_crc_;
   std::vector<std::vector<bool>> unchecked_;
-  std::vector<uint32_t> read_crc_;  // per file, of the sub-group being read
   // The gradient file: per page, the CRC-32C of its last write; a sub-group's gradient is read a
-  // page at a time (page_read_crc_: of the sub-group being read, per page of it).
+  // page at a time, each checked against its page's.
   std::vector<uint32_t> page_crc_;
-  std::vector<uint32_t> page_read_crc_;
   int64_t pages_per_group_ = 0;
-  int64_t reading_ = -1;  // the sub-group whose reads are queued, -1 for none
-  int64_t writing_ = -1;  // the sub-group whose writes are queued, -1 for none
+  int64_t in_use_ = -1;        // the sub-group swap_in handed out last in this step, -1 outside a step
+  bool in_step_ = false;       // from the first swap_in to finish_step: gradient reads may be queued
+  bool prefetch_due_ = true;   // the next write_gradients begins a backward: read ahead for the step
   std::vector<GradientPage> pages_;
   int64_t page_numel_ = 0;
-  bool page_writes_queued_ = false;
   double gradient_sum_of_squares_ = 0;  // of the values staged since the last finish_gradients()
   io::SwapStats stats_;
 };

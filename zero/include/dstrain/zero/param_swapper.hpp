@@ -99,6 +99,7 @@ class ParamSwapper {
     size_t param = 0;
     int64_t staged = 0;  // Staging: elements of the chunk stored so far
     int64_t order = 0;   // Reading: when it was queued (the latest is given up first)
+    int64_t read_done_at = 0;  // Reading: the reader's queued_count() once its read is queued
     uint32_t read_crc = 0;  // Reading: the checksum of the bytes read, once waited for
     bool checked = false;   // Reading: read_crc was checked
   };
@@ -107,8 +108,9 @@ class ParamSwapper {
   // A buffer for chunk i: a free one, else one whose writes have finished, else the latest
   // read-ahead; -1 when all are acquired or staging.
   int take_buffer(bool may_wait_writes);
-  // Waits for the queued reads and checks each against its chunk's checksum.
-  void wait_reads();
+  // Waits for the reads queued up to and including buffer b's (all of them for b < 0), not the
+  // ones queued after it, and checks each read waited for against its chunk's checksum.
+  void wait_reads(int b = -1);
   std::string chunk_name(size_t i) const;
   void wait_writes();
 
@@ -126,7 +128,6 @@ class ParamSwapper {
   std::vector<Buffer> buffers_;
   std::unique_ptr<io::RawAioHandle> reader_;
   std::unique_ptr<io::RawAioHandle> writer_;
-  bool reads_queued_ = false;
   bool writes_queued_ = false;
   int64_t next_order_ = 0;
   io::SwapStats stats_;
