@@ -50,7 +50,8 @@ const std::vector<std::string>& logged_ops() {
   static const std::vector<std::string> ops = {"all_reduce",  "all_gather",          "all_gather_into",
                                                "reduce_scatter", "reduce_scatter_into", "broadcast",
                                                "send",        "recv",                "barrier",
-                                               "compressed_allreduce"};
+                                               "compressed_allreduce", "quantized_all_gather",
+                                               "quantized_reduce_scatter"};
   return ops;
 }
 
@@ -90,7 +91,8 @@ CommsLoggerSettings CommsLoggerSettings::from_json(const nlohmann::json& block) 
 double bus_factor(const std::string& op, int group_size) {
   const double n = std::max(1, group_size);
   if (op == "all_reduce" || op == "compressed_allreduce") return 2 * (n - 1) / n;
-  if (op == "all_gather" || op == "all_gather_into" || op == "reduce_scatter" || op == "reduce_scatter_into")
+  if (op == "all_gather" || op == "all_gather_into" || op == "reduce_scatter" || op == "reduce_scatter_into" ||
+      op == "quantized_all_gather" || op == "quantized_reduce_scatter")
     return (n - 1) / n;
   if (op == "barrier") return 0;
   return 1;  // broadcast, send, recv

@@ -39,7 +39,8 @@ const std::vector<std::string>& logged_ops();
 // or more calls took. algbw = bytes / seconds; busbw = algbw times the share of the message each
 // rank's link carries in a ring: 2(n-1)/n for all_reduce (and compressed_allreduce, counted on the
 // uncompressed buffer), (n-1)/n for all_gather and reduce_scatter (the message being the whole
-// gathered or reduced buffer), 1 for broadcast, send and recv, 0 for barrier.
+// gathered or reduced buffer; for their quantized forms, its int8/int4 records), 1 for broadcast,
+// send and recv, 0 for barrier.
 struct Bandwidth {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
