@@ -113,7 +113,9 @@ std::string render_svg(const LineChart& chart) {
       path += (path.empty() ? "" : " ") + std::string(joins_previous ? "L" : "M") + x + " " + y;
       ++drawn;
       if (series.markers || (!joins_previous && !joins_next)) {
-        dots += "<circle class=\"dot\" cx=\"" + x + "\" cy=\"" + y + "\" r=\"3\" fill=\"" + colour_of(series) + "\"/>";
+        // A marker has a white rim, to stand out over a dense line of the same colour.
+        dots += "<circle class=\"dot\" cx=\"" + x + "\" cy=\"" + y + "\" fill=\"" + colour_of(series) +
+                (series.markers ? "\" r=\"4.5\" stroke=\"#fff\" stroke-width=\"1.5\"/>" : "\" r=\"3\"/>");
       }
     }
     svg += "<path class=\"series\" data-name=\"" + escape_xml(series.name) + "\" data-points=\"" +
