@@ -39,7 +39,7 @@ void lowest_up_the_tree(const fs::path& top, const fs::path& leaf, const char* f
   for (fs::path dir = leaf.lexically_normal();; dir = dir.parent_path()) {
     const fs::path file = dir / file_name;
     if (const auto bytes = read_limit_file(file); bytes && (!lowest || *bytes < lowest->bytes))
-      lowest = MemoryLimit{*bytes, "cgroup " + dir.string() + " (" + file_name + ")"};
+      lowest = MemoryLimit{*bytes, "cgroup " + dir.string() + " (" + file_name + ")", file.string()};
     if (dir == stop || !dir.has_relative_path() || dir == dir.parent_path()) break;
   }
 }
@@ -127,7 +127,7 @@ MemoryBudget memory_budget(const Config& config, int ranks_per_node, const Memor
   };
   consider(cgroup_memory_limit(sources));
   if (const auto available = mem_available(sources.meminfo))
-    consider(MemoryLimit{*available, "MemAvailable (" + sources.meminfo + ")"});
+    consider(MemoryLimit{*available, "MemAvailable (" + sources.meminfo + ")", sources.meminfo});
   if (const auto it = config.dstrain_block().find("memory_limit"); it != config.dstrain_block().end() && !it->is_null())
     consider(MemoryLimit{parse_memory_size(*it, "dstrain.memory_limit"), "dstrain.memory_limit"});
   return budget;

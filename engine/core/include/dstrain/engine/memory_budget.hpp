@@ -22,6 +22,7 @@ class Config;
 struct MemoryLimit {
   int64_t bytes = 0;
   std::string source;  // e.g. "cgroup /sys/fs/cgroup/memory/job (memory.limit_in_bytes)"
+  std::string path;    // the file it was read from; "" for dstrain.memory_limit
 };
 
 struct MemoryBudget {
