@@ -19,6 +19,7 @@
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/engine/models/loss.hpp"
+#include "dstrain/engine/profiler/flops_profiler.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
@@ -94,6 +95,31 @@ void add_train_options(CLI::App& app, TrainOptions& options) {
                  "override a config key: --set dstrain.model.n_layer=4 --set zero_optimization.stage=2");
 }
 
+namespace {
+
+// Seconds since `mark`, which moves to now.
+double lap(std::chrono::steady_clock::time_point& mark) {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - mark).count();
+  mark = now;
+  return seconds;
+}
+
+// The flops profiler of a GPT (nullopt when off); it counts the GPT's modules only.
+std::optional<profiler::FlopsProfiler> flops_profiler_for(const Config& config, const CausalLM& model,
+                                                          comm::Backend& world, int micro, int gas, int64_t seq_len) {
+  const auto settings = profiler::FlopsProfilerSettings::from_json(config.untyped().value("flops_profiler", nlohmann::json()));
+  if (!settings.enabled) return std::nullopt;
+  const auto gpt = std::dynamic_pointer_cast<models::GPTImpl>(model.ptr());
+  if (!gpt) {
+    log::warn("flops_profiler: counts the GPT's modules only; not profiling this model");
+    return std::nullopt;
+  }
+  return std::make_optional<profiler::FlopsProfiler>(settings, *gpt, world, micro, gas, seq_len);
+}
+
+}  // namespace
+
 bool stop_if_preempted(Preemption& preemption, comm::Backend& world, const TrainOptions& options,
                        CheckpointSchedule& checkpoints, EngineCore& engine) {
   if (!preemption.requested(world)) return false;
@@ -129,6 +155,8 @@ int run_training(const TrainOptions& options) {
   const Placement placement = placement_from(block);
   auto world = comm::init_distributed(
       placement.backend, std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options.comm_timeout_seconds * 1000))));
+  world->comms_logger().configure(
+      comm::CommsLoggerSettings::from_json(config.untyped().value("comms_logger", nlohmann::json())));
   // One job at a time in a save folder: rank 0 holds the lock until the run ends. A bad --save-dir
   // fails here, before step 1.
   std::optional<SaveDirLock> lock;
@@ -140,6 +168,8 @@ int run_training(const TrainOptions& options) {
   if (config.pipeline().stages.value_or(1) > 1) {
     if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
     if (!init_from.empty()) throw Error("the pipeline trainer cannot start from init_from yet").with_key("dstrain.model.init_from");
+    if (profiler::FlopsProfilerSettings::from_json(config.untyped().value("flops_profiler", nlohmann::json())).enabled)
+      log::warn("flops_profiler: the pipeline trainer does not profile yet");
     return run_pipeline_training(config, options, trainer, steps, world, preemption);
   }
   apply_host_policy();  // before the model exists, so that building it uses the policy's allocator
@@ -177,20 +207,27 @@ int run_training(const TrainOptions& options) {
                      choice.max_sequence_length(), config.untyped());
   log::info("model: ", choice.summary(), ", ", model.ptr()->parameters().size(), " tensors; training ", steps,
             " steps");
+  std::optional<profiler::FlopsProfiler> flops =
+      flops_profiler_for(config, model, *world, micro, gas, choice.max_sequence_length());
 
   while (engine->global_steps() < steps) {
     const int64_t step = engine->global_steps();
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     int64_t activation_bytes = 0;
+    profiler::StepProfile times;  // for the flops profiler
     for (int a = 0; a < gas; ++a) {
       data::Batch batch = source->batch(step, a, rank, world_size, micro);
       const int64_t before_forward = allocated_bytes();
+      auto mark = std::chrono::steady_clock::now();
       at::Tensor logits = engine->forward(batch.inputs.to(placement.device));
       at::Tensor loss = models::cross_entropy_loss(logits.to(at::kFloat), batch.targets.to(placement.device));
+      times.forward_seconds += lap(mark);
       activation_bytes = std::max(activation_bytes, allocated_bytes() - before_forward);
       engine->backward(loss);
+      times.backward_seconds += lap(mark);
       engine->step();
+      times.step_seconds += lap(mark);
       loss_sum += loss.item<double>();
     }
     at::Tensor loss = torch::tensor({loss_sum / gas}, torch::kDouble);
@@ -209,6 +246,16 @@ int run_training(const TrainOptions& options) {
     if (config.training().wall_clock_breakdown) {
       figures.breakdown_ms = engine->timers().elapsed_all_ms();
       engine->timers().reset();
+    }
+    if (flops) {
+      const auto rate = flops->rate(figures.seconds);
+      figures.tflops = rate.tflops;
+      figures.mfu = rate.mfu;
+      if (flops->is_profile_step(step)) {
+        times.step = figures.step;
+        times.iteration_seconds = figures.seconds;
+        flops->print_profile(times);
+      }
     }
     const bool eval_due = trainer.eval_interval > 0 && figures.step % trainer.eval_interval == 0;
     if (validation && (eval_due || figures.step == steps)) {

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -98,15 +100,9 @@ void TrainReport::step(const StepFigures& f) {
     line["val_loss"] = *f.val_loss;
     line["val_ppl"] = std::exp(*f.val_loss);
   }
-  if (metrics_.is_open()) {
-    errno = 0;
-    metrics_ << line.dump() << '\n' << std::flush;
-    // A lost metrics line is a failed run (a full disk must not look like success).
-    if (!metrics_)
-      throw Error("cannot write the metrics line of step " + std::to_string(f.step))
-          .with_path(metrics_path_)
-          .with_errno(errno);
-  }
+  if (f.tflops) line["tflops"] = *f.tflops;
+  if (f.mfu) line["mfu"] = *f.mfu;
+  write_line(line, f.step);
   if (!monitors_.empty())
     monitors_.write_events(f.step * f.train_batch_size, monitor_events(f, samples_per_sec, peak_rss_mb));
   // The step's own time counts, so the first rate is already a measured one.
@@ -119,7 +115,7 @@ void TrainReport::step(const StepFigures& f) {
   std::snprintf(loss_text, sizeof loss_text, "loss %.4f", f.loss);
   if (interactive_) bar_->draw(f.step, loss_text);
   if (f.step % print_every_ == 0 || f.step == steps_) {
-    char text[384];
+    char text[512];
     std::snprintf(text, sizeof text,
                   "step %lld | loss %.4f | lr %.3e | %.1f samples/s | model state %.1f MB (params %.1f, grads %.1f, "
                   "optim %.1f) | peak rss %.0f MB",
@@ -134,11 +130,16 @@ void TrainReport::step(const StepFigures& f) {
                     f.swap.write_seconds > 0 ? f.swap.write_bytes / f.swap.write_seconds / 1e9 : 0.0,
                     f.swap.wait_seconds);
     }
+    if (f.tflops && f.mfu) {
+      const size_t used = std::strlen(text);
+      std::snprintf(text + used, sizeof text - used, " | %.3f TFLOPS | MFU %.1f%%", *f.tflops, *f.mfu * 100);
+    }
     if (f.step < steps_) {
       const size_t used = std::strlen(text);
       std::snprintf(text + used, sizeof text - used, " | ETA %s", bar_->time_left(f.step).c_str());
     }
     log::info(text);
+    if (world_.comms_logger().enabled()) report_comms(f.step);
   }
   if (f.val_loss) {
     if (interactive_) bar_->finish();
@@ -153,6 +154,34 @@ void TrainReport::step(const StepFigures& f) {
                   static_cast<long long>(f.step));
     log::info(final_line);
   }
+}
+
+void TrainReport::write_line(const nlohmann::json& line, int64_t step) {
+  if (!metrics_.is_open()) return;
+  errno = 0;
+  metrics_ << line.dump() << '\n' << std::flush;
+  // A lost metrics line is a failed run (a full disk must not look like success).
+  if (!metrics_)
+    throw Error("cannot write the metrics line of step " + std::to_string(step)).with_path(metrics_path_).with_errno(errno);
+}
+
+void TrainReport::report_comms(int64_t step) {
+  if (world_.rank() != 0) return;
+  const std::vector<comm::CommSummaryRow> rows = world_.comms_logger().summary();
+  log::info("comms summary at step ", step, " (rank 0, since the start):");
+  std::istringstream table(comm::format_comms_summary(rows));
+  for (std::string each; std::getline(table, each);) log::info(each);
+  nlohmann::json comms = nlohmann::json::array();
+  for (const comm::CommSummaryRow& row : rows)
+    comms.push_back({{"op", row.op},
+                     {"bytes", row.bytes},
+                     {"count", row.count},
+                     {"total_ms", row.total_seconds * 1e3},
+                     {"avg_ms", row.average_ms()},
+                     {"algbw_gbps", row.algbw_gbps},
+                     {"busbw_gbps", row.busbw_gbps},
+                     {"algorithm", row.algorithm}});
+  write_line({{"step", step}, {"comms", comms}}, step);
 }
 
 }  // namespace ds::app

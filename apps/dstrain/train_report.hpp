@@ -9,6 +9,9 @@
 // system, of the step (all threads; page faults and MPI's kernel-assisted copies are system time).
 // The config's monitors (tensorboard, csv_monitor: docs/monitoring.md) get the step's events on rank 0,
 // at x = the samples trained so far, as DeepSpeed's.
+// With flops_profiler on, the model's TFLOP/s and MFU are in every step's line ("tflops", "mfu")
+// and in the printed one; with comms_logger on, rank 0 prints the collectives' summary (DeepSpeed's
+// log_summary) at each printed step and writes it as a line of its own, {"step": N, "comms": [...]}.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,8 @@ struct StepFigures {
   std::optional<std::map<std::string, double>> breakdown_ms;  // with wall_clock_breakdown
   std::optional<double> val_loss;  // after an evaluation: the mean held-out loss over all ranks
   std::optional<double> loss_scale;  // fp16's current loss scale
+  std::optional<double> tflops;  // with flops_profiler: model TFLOP/s of all ranks (profiler/flops_profiler.hpp)
+  std::optional<double> mfu;     // with flops_profiler: model FLOPs utilisation, a fraction
 };
 
 class TrainReport {
@@ -51,6 +56,10 @@ class TrainReport {
   void step(const StepFigures& figures);
 
  private:
+  void write_line(const nlohmann::json& line, int64_t step);
+  // DeepSpeed's log_summary of world_'s comms logger (rank 0), in the log and in --metrics.
+  void report_comms(int64_t step);
+
   comm::Backend& world_;
   int64_t baseline_rss_bytes_;
   int64_t steps_;

@@ -122,12 +122,13 @@ const Row kNotActedOn[] = {
     {"pipeline.seed_layers", When::Changed},
     {"pipeline.pipe_partitioned", When::Changed},
     {"pipeline.grad_partitioned", When::Changed},
+    // comms_logger and flops_profiler act (the trainer); DeepSpeed's caller names do not.
+    {"comms_logger.debug", When::True},
     // Blocks kept as written (Config::untyped()).
     {"amp", When::Enabled},
     {"autotuning", When::Enabled},
     {"checkpoint", When::Enabled},
     {"comet", When::Enabled},
-    {"comms_logger", When::Enabled},
     {"compile", When::Enabled},
     {"compression_training", When::Enabled},
     {"curriculum_learning", When::Enabled},
@@ -137,7 +138,6 @@ const Row kNotActedOn[] = {
     {"disable_python_gc", When::Enabled},
     {"elasticity", When::Enabled},
     {"expert_parallel", When::Enabled},
-    {"flops_profiler", When::Enabled},
     {"gradient_allreduce_op", When::Enabled},
     {"graph_harvesting", When::Enabled},
     {"hybrid_engine", When::Enabled},

@@ -122,7 +122,7 @@ TEST_CASE("the model profile honours module_depth, top_modules, detailed and out
   CHECK(text.find("depth 2:") == std::string::npos);
   // Depth 1 holds wte, wpe, h and ln_f: by params the blocks (ModuleDict), then both embeddings
   // summed; by MACs the blocks, then ln_f (5·C·16 tokens / 2; embeddings cost none).
-  CHECK(text.find("params      - {'ModuleDict': '6.56 K', 'Embedding': '928.00 '}") != std::string::npos);
+  CHECK(text.find("params      - {'ModuleDict': '6.56 K', 'Embedding': '928.00'}") != std::string::npos);
   CHECK(text.find("MACs        - {'ModuleDict': ") != std::string::npos);
   CHECK(text.find("'LayerNorm': '640.00 MACs'}") != std::string::npos);
 

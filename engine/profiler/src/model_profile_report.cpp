@@ -24,7 +24,7 @@ std::string si(double value, const char* unit = "") {
       std::snprintf(text, sizeof text, "%.2f %s%s", value / scale, prefix, unit);
       return text;
     }
-  std::snprintf(text, sizeof text, "%.2f %s", value, unit);
+  std::snprintf(text, sizeof text, *unit ? "%.2f %s" : "%.2f", value, unit);
   return text;
 }
 
@@ -45,8 +45,8 @@ std::string percent(double part, double whole) {
 double rate(double flops, double seconds) { return seconds > 0 ? flops / seconds : 0; }
 
 void line(std::ostringstream& out, const std::string& label, const std::string& value) {
-  char text[160];
-  std::snprintf(text, sizeof text, "%-66s%s\n", (label + ":").c_str(), value.c_str());
+  char text[192];
+  std::snprintf(text, sizeof text, "%-72s%s\n", (label + ":").c_str(), value.c_str());
   out << text;
 }
 
