@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "dstrain/engine/models/causal_attention.hpp"
+#include "dstrain/engine/models/rotary.hpp"
 #include "dstrain/zero/module_call.hpp"
 
 namespace ds::models {

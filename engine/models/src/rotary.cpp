@@ -3,7 +3,6 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include <cmath>
 #include <cstdint>
 
 #include "dstrain/engine/kernels/cpu_dispatch.hpp"

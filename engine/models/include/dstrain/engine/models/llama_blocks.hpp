@@ -15,7 +15,6 @@
 
 #include "dstrain/engine/models/llama_config.hpp"
 #include "dstrain/engine/models/rms_norm.hpp"
-#include "dstrain/engine/models/rotary.hpp"
 #include "dstrain/zero/linear.hpp"
 #include "dstrain/zero/module.hpp"
 
