@@ -35,11 +35,6 @@ ds::pipe::ScheduleKind kind_named(const std::string& name) {
 
 void print_schedule(const ScheduleOptions& options, bool one_stage) {
   const ds::pipe::ScheduleKind kind = kind_named(options.kind);
-  if (!options.page.empty()) {
-    ds::app::write_page(options.page, ds::app::schedule_page(kind, options.micro_batches, options.stages));
-    std::cout << "wrote " << options.page << "\n";
-    return;
-  }
   const std::string format = options.format.empty() ? (one_stage ? "json" : "text") : options.format;
   if (!one_stage) {
     if (format == "json") throw CLI::ValidationError("--format", "json prints one stage's stream; give --stage-id");
@@ -84,11 +79,21 @@ void add_schedule_command(CLI::App& app) {
 
   // A shape the schedules refuse (a stage id past the last stage) is a usage error here: report it
   // the way CLI11 reports the others, with its message and exit code.
+  // A page that cannot be written is not a usage error: it ends the command as dstrain's other errors.
   command->callback([options, stage_id] {
+    std::string page;
     try {
-      print_schedule(*options, stage_id->count() > 0);
+      if (options->page.empty()) {
+        print_schedule(*options, stage_id->count() > 0);
+      } else {
+        page = ds::app::schedule_page(kind_named(options->kind), options->micro_batches, options->stages);
+      }
     } catch (const ds::Error& error) {
       throw CLI::ValidationError(error.what());
+    }
+    if (!page.empty()) {
+      ds::app::write_page(options->page, page);
+      std::cout << "wrote " << options->page << "\n";
     }
   });
 }

@@ -8,7 +8,7 @@
 #     colours are on it; no console errors (a page with a script error shows the check sees them);
 #   - the schedule page: a segment per instruction of every stage, as `--stage-id` JSON lists them,
 #     and the bubble the text timeline counts;
-#   - errors: a missing file and a line that is not JSON are named.
+#   - errors: a missing file, a line that is not JSON and a page that cannot be written are named.
 set -euo pipefail
 dstrain=$1 source=$2
 shift 2
@@ -78,4 +78,7 @@ expect_error "path=$work/absent.jsonl" "$dstrain" plot "$work/absent.jsonl" -o "
 { head -n 2 "$work/runs/b.jsonl"; echo '{"step": 3, "loss'; } > "$work/cut.jsonl"
 expect_error "line 3 is not JSON" "$dstrain" plot "$work/runs/a.jsonl" "$work/cut.jsonl" -o "$work/x.html"
 expect_error "path=$work/cut.jsonl" "$dstrain" plot "$work/cut.jsonl" -o "$work/x.html"
+expect_error "cannot create page [path=$work/none/x.html" "$dstrain" plot "$work/runs/a.jsonl" -o "$work/none/x.html"
+expect_error "cannot create page [path=$work/none/s.html" \
+  "$dstrain" schedule --stages 2 --micro-batches 2 -o "$work/none/s.html"
 echo "errors OK"
