@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "dstrain/engine/checkpoint/hf_format.hpp"
 #include "dstrain/engine/checkpoint/hf_import.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/json_excerpt.hpp"
@@ -19,12 +20,11 @@ std::string take_init_from(nlohmann::json& json) {
   const std::string dir = model["init_from"].get<std::string>();
   if (!std::filesystem::is_directory(dir))
     throw Error("init_from names no folder").with_key("dstrain.model.init_from").with_path(dir);
-  if (model.value("type", nlohmann::json("gpt")) != "gpt")
-    throw Error("init_from loads GPT-2 weights into the GPT, not a model of type " + json_excerpt(model["type"]))
-        .with_key("dstrain.model.type");
   const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
-  const nlohmann::json sizes = hf_model_sizes(dir);
-  for (const auto& [key, value] : sizes.items()) {
+  const nlohmann::json given = hf_model_block(dir);
+  // A type left out means "gpt" in the block, but here the folder decides.
+  if (!model.contains("type") || model["type"].is_null()) model["type"] = given["type"];
+  for (const auto& [key, value] : given.items()) {
     if (model.contains(key) && !model[key].is_null() && model[key] != value)
       throw Error("dstrain.model." + key + " is " + json_excerpt(model[key]) + ", init_from's config.json says " +
                   value.dump())
@@ -36,10 +36,10 @@ std::string take_init_from(nlohmann::json& json) {
   return dir;
 }
 
-models::GPT gpt_from_hf(const std::string& dir, const models::GPTConfig& model_config, const Config& config,
-                        bool partition, std::shared_ptr<comm::Backend> world) {
-  models::GPT model(model_config);
-  load_hf_weights(dir, *model);
+CausalLM model_from_hf(const std::string& dir, const ModelChoice& choice, const Config& config, bool partition,
+                       std::shared_ptr<comm::Backend> world) {
+  CausalLM model = choice.build();
+  load_hf_weights(dir, *model, std::holds_alternative<models::LlamaConfig>(choice.config) ? "llama" : "gpt");
   if (partition) zero::Init(config, std::move(world)).partition(*model);
   return model;
 }

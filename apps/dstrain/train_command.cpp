@@ -184,8 +184,7 @@ int run_training(const TrainOptions& options) {
   // From init_from's weights (not when resuming: the checkpoint's replace them) the model is whole
   // until loaded, then partitioned.
   CausalLM model = !init_from.empty() && !options.resume
-                       ? CausalLM(gpt_from_hf(init_from, std::get<models::GPTConfig>(choice.config), config,
-                                              !placement.device.is_cuda(), world))
+                       ? model_from_hf(init_from, choice, config, !placement.device.is_cuda(), world)
                    : placement.device.is_cuda() ? choice.build()
                                                 : zero::build(config, [&] { return choice.build(); }, world);
   if (!init_from.empty() && !options.resume) log::info("model: weights from ", init_from);

@@ -7,6 +7,8 @@
 #   - dstrain.model.init_from: the first logged loss of a run started from the export (-np 1
 #     stage 0, and -np 2 stage 3 with the sizes left to config.json) equals the loss that a PyTorch
 #     GPT-2 (hf_gpt2_reference.py) gives the export on that step's batch, within 1e-4 relative;
+#   - a Llama (LlamaForCausalLM's names, 1:1) exported, then init_from at -np 2 stage 3 with lr 0:
+#     its held-out loss is `dstrain eval`'s of the exported checkpoint;
 #   - errors name their key or file: a size that disagrees with config.json, one stage's folder of
 #     a pipeline, a pipeline to the torch format.
 set -euo pipefail
@@ -90,6 +92,27 @@ close "init_from at -np 1" "$(first_loss "$work/init0.jsonl")" "$($reference los
   --set dstrain.model.n_embd=null --set zero_optimization.stage=3 --steps 1 --metrics "$work/initp.jsonl" > "$work/initp.log"
 close "init_from at -np 2, stage 3" "$(first_loss "$work/initp.jsonl")" "$($reference loss "$work/hfp" --text "$text" --batch 4)"
 
+# A Llama through the export and init_from: with lr 0 the run's weights stay the export's, so its
+# held-out loss equals `dstrain eval` of the checkpoint that was exported (2e-6: printed to 6 places).
+llama=(--config "$source/configs/llama_tiny.json" --set dstrain.model.vocab_size=256 --set dstrain.model.hidden_size=64
+       --set dstrain.model.intermediate_size=96 --set dstrain.model.num_hidden_layers=2
+       --set dstrain.model.max_position_embeddings=32 --set dstrain.data.type=text --set "dstrain.data.path=$text"
+       --set "dstrain.data.valid=$source/README.md" --set dstrain.eval_iters=2 --set dstrain.eval_interval=0
+       --set train_micro_batch_size_per_gpu=2 --set scheduler=null --progress off)
+"$@" -np 1 "$dstrain" "${llama[@]}" --steps 2 --save-dir "$work/llama" > "$work/llama.log"
+"$dstrain" export --checkpoint "$work/llama" --format safetensors --out "$work/hf-llama" > /dev/null
+grep -q '"architectures": \[\s*"LlamaForCausalLM"' <(tr -d '\n' < "$work/hf-llama/config.json") ||
+  { echo "not a LlamaForCausalLM config:"; cat "$work/hf-llama/config.json"; exit 1; }
+"$@" -np 2 "$dstrain" "${llama[@]}" --set "dstrain.model.init_from=$work/hf-llama" --set zero_optimization.stage=3 \
+  --set optimizer.params.lr=0 --set dstrain.model.hidden_size=null --steps 1 --metrics "$work/init-llama.jsonl" \
+  > "$work/init-llama.log"
+/usr/bin/python3 - "$(tail -1 "$work/init-llama.jsonl")" "$("$dstrain" eval --checkpoint "$work/llama" --batch-size 4)" <<'PY'
+import json, sys
+got, want = json.loads(sys.argv[1])["val_loss"], float(sys.argv[2])
+assert abs(got - want) <= 2e-6 + 1e-6 * abs(want), (got, want)
+print(f"ok   Llama init_from at -np 2, stage 3: held-out loss {got}, dstrain eval of the exported checkpoint {want}")
+PY
+
 expect_error() {  # expect_error TEXT COMMAND...: the command fails and says TEXT
   local text=$1; shift
   if "$@" > "$work/err.log" 2>&1; then echo "succeeded: $*"; exit 1; fi
@@ -99,7 +122,7 @@ expect_error() {  # expect_error TEXT COMMAND...: the command fails and says TEX
 expect_error "dstrain.model.n_layer is 3, init_from's config.json says 2" \
   "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hf0" --set dstrain.model.n_layer=3 --steps 1
 expect_error "config key 'dstrain.model.init_from': init_from names no folder" "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/nothing" --steps 1
-expect_error "of the GPT's 28 parameters (one stage of a pipeline?" \
+expect_error "of the model's 28 parameters (one stage of a pipeline?" \
   "$dstrain" export --checkpoint "$work/ckptp/stage0" --format safetensors --out "$work/stage0-only"
 expect_error "exports with --format safetensors" "$dstrain" export --checkpoint "$work/ckptp" --out "$work/model.pt"
 echo "hf weights OK"

@@ -1,8 +1,8 @@
-// Hugging Face GPT-2 weights out of a sharded checkpoint and back in: the export, loaded into a
+// Hugging Face weights out of a sharded checkpoint and back in: the GPT's export, loaded into a
 // PyTorch GPT-2 written in Python (tests/apps/hf_gpt2_reference.py, /usr/bin/python3 with torch and
-// numpy), gives the engine's loss on the same batch; the import gives the engine's logits back
-// from one file, from a sharded folder and from F16/BF16 copies that Python writes; the export
-// streams (peak RSS); bad folders fail naming the tensor and the file.
+// numpy), gives the engine's loss on the same batch; a Llama exports under its own names; the import
+// gives the engine's logits back from one file, from a sharded folder and from F16/BF16 copies that
+// Python writes; the export streams (peak RSS); bad folders fail naming the tensor and the file.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
@@ -15,6 +15,8 @@
 #include "dstrain/engine/checkpoint/hf_import.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/llama.hpp"
+#include "dstrain/io/safetensors.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
@@ -224,18 +226,18 @@ TEST_CASE("weights import from a sharded folder, F16 and BF16 copies that Python
 
   ds::models::GPT target(config);
   REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/missing", *target); }),
-               Catch::Contains("no tensor for the GPT's 'h.1.mlp.c_fc.bias' (GPT-2: 'transformer.h.1.mlp.c_fc.bias')") &&
+               Catch::Contains("no tensor for the model's 'h.1.mlp.c_fc.bias' (Hugging Face: 'transformer.h.1.mlp.c_fc.bias')") &&
                    Catch::Contains(dir + "/missing"));
   REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/unknown", *target); }),
-               Catch::Contains("'transformer.h.9.ln_1.weight' has no place in the GPT") &&
+               Catch::Contains("'transformer.h.9.ln_1.weight' has no place in the model") &&
                    Catch::Contains(dir + "/unknown/model.safetensors"));
   REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/transposed", *target); }),
-               Catch::Contains("'transformer.h.0.attn.c_attn.weight' has shape [96, 32], the GPT's 'h.0.attn.c_attn.weight' "
+               Catch::Contains("'transformer.h.0.attn.c_attn.weight' has shape [96, 32], the model's 'h.0.attn.c_attn.weight' "
                                "needs [32, 96]"));
-  REQUIRE_THAT(error_of([&] { (void)ds::hf_model_sizes(dir + "/transposed"); }),
+  REQUIRE_THAT(error_of([&] { (void)ds::hf_model_block(dir + "/transposed"); }),
                Catch::Contains("cannot open the Hugging Face config") && Catch::Contains(dir + "/transposed/config.json"));
-  REQUIRE(ds::hf_model_sizes(dir + "/sharded") ==
-          nlohmann::json{{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}});
+  REQUIRE(ds::hf_model_block(dir + "/sharded") ==
+          nlohmann::json{{"type", "gpt"}, {"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}});
 }
 
 TEST_CASE("the export streams: its peak RSS grows by one tensor and its buffers, not by the model", "[hf]") {
@@ -263,4 +265,51 @@ TEST_CASE("the export streams: its peak RSS grows by one tensor and its buffers,
   REQUIRE(growth <= bound);
   REQUIRE(bound < model_bytes / 3);
   REQUIRE(fs::file_size(dir + "/hf/model.safetensors") > static_cast<uintmax_t>(model_bytes));
+}
+
+TEST_CASE("a Llama exports under LlamaForCausalLM's own names and imports back to the engine's logits", "[hf]") {
+  for (bool tied : {false, true}) {
+    DYNAMIC_SECTION("tie_word_embeddings " << tied) {
+      const nlohmann::json model = {{"type", "llama"}, {"vocab_size", 64}, {"hidden_size", 32}, {"intermediate_size", 48},
+                                    {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                                    {"max_position_embeddings", 16}, {"tie_word_embeddings", tied}};
+      const std::string dir = fresh_dir(std::string("llama") + (tied ? "_tied" : ""));
+      const ds::Config config = ds::Config::from_json(config_json(3, model));
+      torch::manual_seed(13);
+      const auto llama_config = ds::models::LlamaConfig::from_json(model);
+      auto world = ds::comm::init_distributed("mpi");
+      auto engine = ds::initialize(ds::zero::build(config, [&] { return ds::models::Llama(llama_config); }, world), config, world);
+      training_loop::train(*engine, 2);
+      engine->save_checkpoint(dir + "/ckpt");
+      const at::Tensor inputs = batch_rows(2, 64).slice(1, 0, 16);
+      at::Tensor logits;
+      {
+        torch::NoGradGuard no_grad;
+        logits = engine->forward(inputs);
+      }
+      if (ds::comm::get_rank() == 0) {
+        const ds::HfExport exported = ds::export_hf(ds::checkpoint_folders(dir + "/ckpt", ""), dir + "/hf");
+        ds::models::Llama fresh(llama_config);
+        REQUIRE(exported.tensors == static_cast<int64_t>(fresh->parameters().size()));
+        REQUIRE(exported.tensors == 2 + 9 * 2 + (tied ? 0 : 1));
+        // The names are the module's own, which are LlamaForCausalLM's.
+        const ds::io::SafetensorsReader file(dir + "/hf/model.safetensors");
+        for (const auto& item : fresh->named_parameters()) {
+          INFO(item.key());
+          REQUIRE(file.header().find(item.key()) != nullptr);
+          REQUIRE(file.header().find(item.key())->shape == item.value().sizes().vec());
+        }
+        const nlohmann::json hf = nlohmann::json::parse(std::ifstream(dir + "/hf/config.json"));
+        REQUIRE(hf["architectures"] == nlohmann::json{"LlamaForCausalLM"});
+        REQUIRE(hf["num_key_value_heads"] == 2);
+        REQUIRE(hf["tie_word_embeddings"] == tied);
+        nlohmann::json block = ds::hf_model_block(dir + "/hf");
+        REQUIRE(ds::models::LlamaConfig::from_json(block).intermediate_size == 48);
+        ds::load_hf_weights(dir + "/hf", *fresh, "llama");
+        torch::NoGradGuard no_grad;
+        REQUIRE(torch::allclose(fresh->forward(inputs), logits, 1e-5, 1e-6));
+      }
+      ds::comm::init_distributed("mpi")->barrier();
+    }
+  }
 }

@@ -31,11 +31,6 @@ struct ExportedTensor {
   ckpt::HfTensor hf;
 };
 
-// The weights of GPT parameters the model block describes: wte, wpe, ln_f, 12 per block.
-size_t gpt_parameter_count(const nlohmann::json& model_block) {
-  return 4 + 12 * static_cast<size_t>(model_block.value("n_layer", int64_t{0}));
-}
-
 // Appends `weight` ([rows, cols], row-major) to `out` as its transpose, a block at a time.
 void append_transposed(io::SafetensorsWriter& out, const std::vector<float>& weight, int64_t rows, int64_t cols,
                        std::vector<float>& block) {
@@ -96,6 +91,7 @@ HfExport export_hf(const std::vector<std::string>& folders, const std::string& o
   std::vector<ckpt::CheckpointIndex> indexes;
   for (const std::string& folder : folders) indexes.push_back(ckpt::CheckpointIndex::read(folder));
   const nlohmann::json model = indexes[0].config.value("dstrain", nlohmann::json::object()).value("model", nlohmann::json::object());
+  const std::string type = ckpt::model_type(model);
   // A pipeline's stages that hold the embedding and the head both keep the tied wte.weight, equal:
   // the first is written.
   std::vector<ExportedTensor> exported;
@@ -107,7 +103,7 @@ HfExport export_hf(const std::vector<std::string>& folders, const std::string& o
       if (!seen.insert(param.name).second) continue;
       ckpt::HfTensor hf;
       try {
-        hf = ckpt::to_hf_tensor(param.name);
+        hf = ckpt::to_hf_tensor(type, param.name);
       } catch (Error& e) {
         throw e.with_path(folders[f]);
       }
@@ -116,9 +112,9 @@ HfExport export_hf(const std::vector<std::string>& folders, const std::string& o
       layout.push_back({hf.name, "F32", shape});
       exported.push_back({f, i, hf});
     }
-  if (exported.size() != gpt_parameter_count(model))
-    throw Error("the checkpoint holds " + std::to_string(exported.size()) + " of the GPT's " +
-                std::to_string(gpt_parameter_count(model)) + " parameters (one stage of a pipeline? export its save folder)")
+  if (exported.size() != ckpt::parameter_count(model))
+    throw Error("the checkpoint holds " + std::to_string(exported.size()) + " of the model's " +
+                std::to_string(ckpt::parameter_count(model)) + " parameters (one stage of a pipeline? export its save folder)")
         .with_path(folders[0]);
   const std::string config_text = ckpt::hf_config(model).dump(2) + "\n";
 

@@ -27,23 +27,23 @@ std::string shape_text(const std::vector<int64_t>& shape) { return c10::str(at::
 
 }  // namespace
 
-nlohmann::json hf_model_sizes(const std::string& dir) {
+nlohmann::json hf_model_block(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   std::ifstream in(path);
   if (!in) throw Error("cannot open the Hugging Face config").with_path(path).with_errno(errno);
   const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded()) throw Error("config.json is not valid JSON").with_path(path);
-  return ckpt::model_sizes_from_hf(config, path);
+  return ckpt::model_block_from_hf(config, path);
 }
 
-void load_hf_weights(const std::string& dir, torch::nn::Module& module) {
+void load_hf_weights(const std::string& dir, torch::nn::Module& module, const std::string& type) {
   const io::SafetensorsFolder weights(dir);
-  // The dstrain parameter each tensor holds; lm_head and the mask buffers hold none.
+  // The parameter each tensor holds; GPT-2's lm_head and mask buffers hold none.
   std::map<std::string, std::pair<std::string, bool>> source;  // parameter -> (tensor, transposed)
   for (const std::string& name : weights.names()) {
     ckpt::HfTensor target;
     try {
-      target = ckpt::from_hf_tensor(name);
+      target = ckpt::from_hf_tensor(type, name);
     } catch (Error& e) {
       throw e.with_path(weights.file_of(name));
     }
@@ -58,15 +58,15 @@ void load_hf_weights(const std::string& dir, torch::nn::Module& module) {
   for (auto& item : module.named_parameters()) {
     const auto it = source.find(item.key());
     if (it == source.end())
-      throw Error("the weights have no tensor for the GPT's '" + item.key() + "' (GPT-2: '" +
-                  ckpt::to_hf_tensor(item.key()).name + "')")
+      throw Error("the weights have no tensor for the model's '" + item.key() + "' (Hugging Face: '" +
+                  ckpt::to_hf_tensor(type, item.key()).name + "')")
           .with_path(dir);
     const auto& [name, transposed] = it->second;
     const io::SafetensorsTensor& tensor = weights.tensor(name);
     std::vector<int64_t> shape = item.value().sizes().vec();
     if (transposed) std::reverse(shape.begin(), shape.end());
     if (tensor.shape != shape)
-      throw Error("tensor '" + name + "' has shape " + shape_text(tensor.shape) + ", the GPT's '" + item.key() +
+      throw Error("tensor '" + name + "' has shape " + shape_text(tensor.shape) + ", the model's '" + item.key() +
                   "' needs " + shape_text(shape))
           .with_path(weights.file_of(name));
     const at::ScalarType type = scalar_type(tensor, weights.file_of(name));
@@ -78,8 +78,9 @@ void load_hf_weights(const std::string& dir, torch::nn::Module& module) {
   }
   if (used != source.size())
     for (const auto& [parameter, tensor] : source)
-      if (!module.named_parameters().contains(parameter))
-        throw Error("tensor '" + tensor.first + "' has no place in the GPT (no parameter '" + parameter + "')")
+      // A tied head (the token embedding's weight) may be saved as lm_head.weight too.
+      if (!module.named_parameters().contains(parameter) && parameter != "lm_head.weight")
+        throw Error("tensor '" + tensor.first + "' has no place in the model (no parameter '" + parameter + "')")
             .with_path(weights.file_of(tensor.first));
 }
 

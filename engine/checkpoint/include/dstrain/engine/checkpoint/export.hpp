@@ -29,11 +29,11 @@ struct HfExport {
   int64_t tensors = 0;
   int64_t bytes = 0;  // of model.safetensors
 };
-// Writes the GPT weights of the checkpoint in `folders` (checkpoint_folders) as transformers'
-// GPT2LMHeadModel: <out_dir>/model.safetensors (fp32, names and layouts of ckpt/hf_format.hpp) and
-// <out_dir>/config.json. Streams: verifies one stage's shards through a 4 MiB buffer, then reads
+// Writes the model weights of the checkpoint in `folders` (checkpoint_folders) as transformers'
+// GPT2LMHeadModel or LlamaForCausalLM: <out_dir>/model.safetensors (fp32, names and layouts of
+// ckpt/hf_format.hpp) and <out_dir>/config.json. Streams: verifies one stage's shards through a 4 MiB buffer, then reads
 // one parameter at a time from the shards that hold it and appends it, so memory holds one
-// parameter (the largest, at the end) and no shard whole. A checkpoint lacking some of the GPT's
+// parameter (the largest, at the end) and no shard whole. A checkpoint lacking some of the model's
 // parameters (one stage of a pipeline) is a ds::Error naming the count and the folder.
 HfExport export_hf(const std::vector<std::string>& folders, const std::string& out_dir);
 

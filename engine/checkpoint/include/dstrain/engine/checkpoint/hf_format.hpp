@@ -1,5 +1,8 @@
-// dstrain's GPT in Hugging Face's terms (transformers' GPT2LMHeadModel): tensor names, layouts and
-// config.json. Torch-free; export (export.hpp) and import (hf_import.hpp) both go through it.
+// dstrain's models in Hugging Face's terms: tensor names, layouts and config.json. Torch-free;
+// export (export.hpp) and import (hf_import.hpp) both go through it. The Llama ("llama") already
+// has LlamaForCausalLM's names and layouts (model.embed_tokens.weight, model.layers.N.self_attn.
+// q_proj.weight, ..., lm_head.weight unless tied): its tensors map 1:1. The GPT ("gpt") is
+// transformers' GPT2LMHeadModel:
 //
 //   dstrain                      Hugging Face                                   layout
 //   wte.weight, wpe.weight       transformer.wte.weight, transformer.wpe.weight  same
@@ -22,23 +25,29 @@ struct HfTensor {
   bool transposed = false;  // the 2-D weight is stored as its transpose
 };
 
-// The Hugging Face tensor that holds dstrain GPT parameter `name`; a ds::Error naming it when the
-// GPT has no such parameter.
-HfTensor to_hf_tensor(const std::string& name);
-// The dstrain GPT parameter that Hugging Face tensor `name` holds (with or without the
-// "transformer." prefix: GPT2Model and GPT2LMHeadModel files both load); an empty name for what
-// dstrain keeps nowhere: the tied lm_head.weight and the attention mask buffers (attn.bias,
-// attn.masked_bias) of older files.
-HfTensor from_hf_tensor(const std::string& name);
+// The model type of a dstrain.model block: its "type", "gpt" when absent.
+std::string model_type(const nlohmann::json& model_block);
 
-// config.json for a dstrain.model block (GPT2LMHeadModel, float32, GELU with the tanh
-// approximation, LayerNorm epsilon 1e-5, as the GPT computes). A GPT without biases
-// (dstrain.model.bias false) has no GPT-2 equivalent: a ds::Error naming that key.
+// The Hugging Face tensor that holds parameter `name` of a model of `type`; a ds::Error naming it
+// when that model has no such parameter.
+HfTensor to_hf_tensor(const std::string& type, const std::string& name);
+// The parameter of a model of `type` that Hugging Face tensor `name` holds; an empty name for what
+// dstrain keeps nowhere: for the GPT the tied lm_head.weight and the attention mask buffers
+// (attn.bias, attn.masked_bias) of older files (names load with or without "transformer."), for the
+// Llama the rotary_emb.inv_freq buffers of older files.
+HfTensor from_hf_tensor(const std::string& type, const std::string& name);
+// How many parameters the model of a dstrain.model block has (each tied weight once).
+size_t parameter_count(const nlohmann::json& model_block);
+
+// config.json for a dstrain.model block: GPT2LMHeadModel (float32, GELU's tanh approximation,
+// LayerNorm epsilon 1e-5, as the GPT computes; a GPT without biases, dstrain.model.bias false, has
+// no GPT-2 equivalent: a ds::Error naming that key), or LlamaForCausalLM (SiLU, no biases).
 nlohmann::json hf_config(const nlohmann::json& model_block);
 
-// The dstrain.model sizes of a GPT-2 config.json read from `path`: n_layer, n_head, n_embd,
-// block_size (n_positions) and vocab_size. A config of another architecture, activation, inner
-// width or with untied embeddings is a ds::Error naming the path and the field.
-nlohmann::json model_sizes_from_hf(const nlohmann::json& config, const std::string& path);
+// The dstrain.model block ("type" and sizes) of a config.json read from `path`: GPT-2's n_layer,
+// n_head, n_embd, block_size (n_positions) and vocab_size, or a Llama's LlamaConfig keys. A config
+// the model does not compute as written (another model_type, activation, inner width, GPT-2 with
+// untied embeddings, a Llama with biases or rope_scaling) is a ds::Error naming the path and field.
+nlohmann::json model_block_from_hf(const nlohmann::json& config, const std::string& path);
 
 }  // namespace ds::ckpt
