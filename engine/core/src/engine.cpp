@@ -108,10 +108,17 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   check_offload_devices(device);
   const bool nvme = zero.offload_optimizer.device == OffloadDevice::Nvme && stage >= 1;
   const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;  // stage 3 (check_trainable)
-  // Offloaded, the optimizer holds no state of its own: it steps the swapped-in sub-groups.
+  // In memory the master comes before the optimizer's state: in fp32 the parameters move into one
+  // buffer, and the storage they leave (kept by the allocator within its peak) is where that state
+  // then goes, rather than the state adding to a peak of both copies of the weights. Offloaded, the
+  // optimizer holds no state of its own (it steps the swapped-in sub-groups) and the master goes
+  // to the swapper's file.
+  if (!nvme) build_master_shard(device);
   optimizer_ = make_optimizer(device, nvme ? 0 : layout_->shard_numel());
-  if (nvme) swapper_ = make_optimizer_swapper(config_, layout_->shard_numel(), *optimizer_, group_->rank());
-  build_master_shard(device);
+  if (nvme) {
+    swapper_ = make_optimizer_swapper(config_, layout_->shard_numel(), *optimizer_, group_->rank());
+    build_master_shard(device);
+  }
 
   zero::GradientReducer::TakenFn on_taken;
   if (stage == 3) on_taken = [this](size_t i) { on_gradient_taken(i); };
