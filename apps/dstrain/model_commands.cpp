@@ -17,11 +17,24 @@
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "init_from.hpp"
 #include "model_choice.hpp"
 #include "trainer_block.hpp"
 
 namespace ds::app {
 namespace {
+
+// The config at `path` with dstrain.model.init_from's sizes filled in, as the trainer reads it.
+Config config_from_file(const std::string& path) {
+  nlohmann::json json = Config::parse_file(path);
+  take_init_from(json);
+  try {
+    return Config::from_json(json);
+  } catch (Error& e) {
+    e.with_path(path);
+    throw;
+  }
+}
 
 ModelChoice model_of(const Config& config) {
   return choose_model(config.dstrain_block().value("model", nlohmann::json::object()));
@@ -34,7 +47,7 @@ int64_t total_of(const std::vector<int64_t>& numels) {
 }
 
 void print_estimate(const std::string& config_path, int world) {
-  Config config = Config::from_file(config_path);
+  Config config = config_from_file(config_path);
   const ModelChoice model = model_of(config);
   const std::vector<int64_t> numels = model.shape().numels;
   const auto estimates = estimate_model_state(numels, config, world);
@@ -53,7 +66,7 @@ void print_estimate(const std::string& config_path, int world) {
 }
 
 void print_plan(const std::string& config_path, int world, int ranks_per_node) {
-  Config config = Config::from_file(config_path);
+  Config config = config_from_file(config_path);
   config.resolve_batch(world);
   const ModelChoice model = model_of(config);
   const ModelShape shape = model.shape();

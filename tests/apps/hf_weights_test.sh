@@ -7,6 +7,7 @@
 #   - dstrain.model.init_from: the first logged loss of a run started from the export (-np 1
 #     stage 0, and -np 2 stage 3 with the sizes left to config.json) equals the loss that a PyTorch
 #     GPT-2 (hf_gpt2_reference.py) gives the export on that step's batch, within 1e-4 relative;
+#   - estimate and plan of a config whose model block is init_from alone count the export's parameters;
 #   - a Llama (LlamaForCausalLM's names, 1:1) exported, then init_from at -np 2 stage 3 with lr 0:
 #     its held-out loss is `dstrain eval`'s of the exported checkpoint;
 #   - errors name their key or file: a size that disagrees with config.json, one stage's folder of
@@ -91,6 +92,22 @@ close "init_from at -np 1" "$(first_loss "$work/init0.jsonl")" "$($reference los
 "$@" -np 2 "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hfp" --set dstrain.model.n_layer=null \
   --set dstrain.model.n_embd=null --set zero_optimization.stage=3 --steps 1 --metrics "$work/initp.jsonl" > "$work/initp.log"
 close "init_from at -np 2, stage 3" "$(first_loss "$work/initp.jsonl")" "$($reference loss "$work/hfp" --text "$text" --batch 4)"
+
+# estimate and plan read init_from's sizes as the trainer does: a model block of init_from alone.
+/usr/bin/python3 - "$source/configs/default.json" "$work/hf0" "$work/init_only.json" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config["dstrain"]["model"] = {"init_from": sys.argv[2]}
+json.dump(config, open(sys.argv[3], "w"))
+PY
+parameters=$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from hf_gpt2_reference import read_weights
+print(sum(a.size for a in read_weights(sys.argv[2]).values()))' "$source/tests/apps" "$work/hf0")
+for command in estimate plan; do
+  "$dstrain" $command -c "$work/init_only.json" > "$work/$command.log"
+  grep -q "model: GPT, $parameters parameters in 28 tensors" "$work/$command.log" ||
+    { echo "$command does not count init_from's $parameters parameters:"; head -3 "$work/$command.log"; exit 1; }
+done
+echo "ok   estimate and plan: init_from's $parameters parameters"
 
 # A Llama through the export and init_from: with lr 0 the run's weights stay the export's, so its
 # held-out loss equals `dstrain eval` of the checkpoint that was exported (2e-6: printed to 6 places).
