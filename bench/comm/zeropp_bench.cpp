@@ -12,6 +12,9 @@
 // OMPI_COMM_WORLD_LOCAL_SIZE, the hosts mpirun placed ranks on). Bytes sent per rank: over TCP what the process handed to
 // write/send calls (/proc/self/io wchar, the most any rank sent), otherwise the payload the algorithm
 // must move (ring: (n−1)/n of the buffer; quantized: n−1 records).
+//
+//   zeropp_bench --op kernels --elements N --bits 8|4 --reps R       (rank 0, one thread)
+//       | kernel | bits | elements | median ms | GB/s of fp32 |
 #include <mpi.h>
 
 #include <ATen/ATen.h>
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -72,6 +76,32 @@ int64_t most_sent_per_call(const Version& version, int reps) {
   return most;
 }
 
+// The kernels on one thread, as GB/s of fp32 values handled (4 bytes per value), against memcpy's.
+void run_kernels(int64_t n, int bits, int reps) {
+  namespace quant = ds::comm::quant;
+  const quant::Layout layout = quant::layout_for(n, bits);
+  std::vector<float> x(n), out(n, 0.0f), copy(n);
+  std::vector<uint8_t> record(layout.bytes());
+  for (int64_t i = 0; i < n; ++i) x[i] = float((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+  auto time = [&](const std::function<void()>& body) {
+    body();
+    std::vector<double> ms;
+    for (int rep = 0; rep < reps; ++rep) {
+      const auto start = Clock::now();
+      body();
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    return median(ms);
+  };
+  auto row = [&](const char* name, double ms) {
+    std::printf("| %s | int%d | %lld | %.2f | %.2f |\n", name, bits, static_cast<long long>(n), ms, 4.0 * n / ms / 1e6);
+  };
+  row("memcpy", time([&] { std::memcpy(copy.data(), x.data(), n * sizeof(float)); }));
+  row("quantize", time([&] { quant::quantize(x.data(), layout, record.data()); }));
+  row("dequantize", time([&] { quant::dequantize(record.data(), layout, out.data()); }));
+  row("dequantize_add", time([&] { quant::dequantize_add(record.data(), layout, out.data()); }));
+}
+
 int ranks_per_node() {
   const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   return local_size ? std::max(1, std::atoi(local_size)) : 1;
@@ -86,7 +116,8 @@ int main(int argc, char** argv) {
   int bits = 8;
   int reps = 5;
   std::string transport = "shm";
-  app.add_option("--op", op, "all_gather or reduce_scatter")->check(CLI::IsMember({"all_gather", "reduce_scatter"}));
+  app.add_option("--op", op, "all_gather, reduce_scatter, or kernels (one rank, one thread)")
+      ->check(CLI::IsMember({"all_gather", "reduce_scatter", "kernels"}));
   app.add_option("--elements", elements, "float32 elements of the whole buffer (a multiple of the ranks)");
   app.add_option("--bits", bits, "8 or 4")->check(CLI::IsMember({8, 4}));
   app.add_option("--reps", reps, "timed repetitions of each version (after one warm-up each)");
@@ -97,6 +128,11 @@ int main(int argc, char** argv) {
 
   return ds::comm::run_or_abort([&] {
     auto world = ds::comm::init_distributed("mpi");
+    if (op == "kernels") {
+      if (world->rank() == 0) run_kernels(elements, bits, reps);
+      ds::comm::finalize();
+      return 0;
+    }
     const int ranks = world->world_size();
     std::shared_ptr<ds::comm::Backend> node = world->split(world->rank() / per_node, world->rank());
     const int64_t m = elements / ranks;

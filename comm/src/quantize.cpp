@@ -11,28 +11,38 @@
 namespace ds::comm::quant {
 namespace {
 
-// max|x| over a block, or NaN when the block holds a NaN or an infinity.
+// max|x| over a block, or NaN when the block holds a NaN or an infinity. Taken on the bits: without
+// the sign bit, IEEE floats order as unsigned integers, infinity and NaN above every finite value,
+// and an integer max is a reduction the compiler vectorizes (a float max is not, for NaN's sake).
 float block_max_abs(const float* x, int64_t n) {
-  float max_abs = 0.0f;
-  bool finite = true;
+  uint32_t max_bits = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    finite &= a <= std::numeric_limits<float>::max();  // false for NaN too
-    max_abs = std::max(max_abs, a);
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    max_bits = std::max(max_bits, bits & 0x7FFFFFFFu);
   }
-  return finite ? max_abs : std::numeric_limits<float>::quiet_NaN();
+  if (max_bits >= 0x7F800000u) return std::numeric_limits<float>::quiet_NaN();
+  float max_abs;
+  std::memcpy(&max_abs, &max_bits, sizeof max_abs);
+  return max_abs;
 }
 
-int code_of(float x, float scale, int max_code) {
-  const long code = std::lrint(x / scale);  // the default rounding mode: to nearest, ties to even
-  return static_cast<int>(std::clamp<long>(code, -max_code, max_code));
+// Adding and subtracting 1.5 * 2^23 rounds a float of magnitude below 2^22 to an integer, to nearest
+// with ties to even (the default rounding mode), in plain arithmetic the compiler can vectorize.
+constexpr float kRoundingShift = 12582912.0f;
+
+// x * inverse is at most max_code (+ a rounding) for every x of the block; the clamp catches that.
+int code_of(float x, float inverse, float max_code) {
+  const float v = std::clamp(x * inverse, -max_code, max_code);
+  return static_cast<int>((v + kRoundingShift) - kRoundingShift);
 }
 
-// The code of value i of an int4 record: its nibble, sign-extended.
-int int4_code(const uint8_t* codes, int64_t i) {
-  const int nibble = (codes[i / 2] >> (4 * (i % 2))) & 0xF;
-  return nibble >= 8 ? nibble - 16 : nibble;
-}
+// int4 values are converted through a buffer of int8 codes this long, so that both loops vectorize.
+constexpr int64_t kChunk = 256;
+
+// A nibble's two's-complement value: the nibble moved to the top of a signed byte, shifted back.
+int8_t low_nibble(uint8_t byte) { return static_cast<int8_t>(static_cast<int8_t>(byte << 4) >> 4); }
+int8_t high_nibble(uint8_t byte) { return static_cast<int8_t>(static_cast<int8_t>(byte) >> 4); }
 
 void check_range(const Layout& layout, int64_t first_block, int64_t end_block) {
   if (first_block < 0 || first_block > end_block || end_block > layout.blocks())
@@ -52,7 +62,16 @@ void for_each_value(const uint8_t* record, const Layout& layout, int64_t first_b
       const auto* codes = reinterpret_cast<const int8_t*>(record);
       for (int64_t i = begin; i < end; ++i) emit(i, static_cast<float>(codes[i]) * scale);
     } else {
-      for (int64_t i = begin; i < end; ++i) emit(i, static_cast<float>(int4_code(record, i)) * scale);
+      int8_t codes[kChunk];
+      for (int64_t chunk = begin; chunk < end; chunk += kChunk) {  // a block, and so a chunk, starts on a byte
+        const int64_t length = std::min(kChunk, end - chunk);
+        const uint8_t* bytes = record + chunk / 2;
+        for (int64_t j = 0; j < (length + 1) / 2; ++j) {
+          codes[2 * j] = low_nibble(bytes[j]);
+          codes[2 * j + 1] = high_nibble(bytes[j]);
+        }
+        for (int64_t k = 0; k < length; ++k) emit(chunk + k, static_cast<float>(codes[k]) * scale);
+      }
     }
   }
 }
@@ -82,23 +101,34 @@ float block_scale(const uint8_t* record, const Layout& layout, int64_t block_ind
 
 void quantize(const float* x, const Layout& layout, uint8_t* record, int64_t first_block, int64_t end_block) {
   check_range(layout, first_block, end_block);
-  const int max = max_code(layout.bits);
+  const float max = static_cast<float>(max_code(layout.bits));
   for (int64_t b = first_block; b < end_block; ++b) {
     const int64_t begin = b * layout.block, end = std::min(layout.numel, begin + layout.block);
-    const float scale = block_max_abs(x + begin, end - begin) / static_cast<float>(max);
+    const float max_abs = block_max_abs(x + begin, end - begin);
+    // Codes are x · max / max|x|: one multiply per value, exact for x = k · scale with a power-of-two
+    // scale. Zeros, a max|x| so small that its inverse overflows, and a NaN all store code 0, the
+    // first two with scale 0.
+    const float inverse = max / max_abs;
+    const bool encodable = max_abs > 0.0f && std::isfinite(inverse);
+    const float scale = encodable || std::isnan(max_abs) ? max_abs / max : 0.0f;
     // The padding of the codes is written once, by the last block, so that a record's bytes are all defined.
     if (b == layout.blocks() - 1)
       std::memset(record + layout.code_bytes(), 0, layout.scales_offset() - layout.code_bytes());
-    // A zero scale (zeros, or values too small for a nonzero one) and a NaN scale both store code 0.
-    const bool encodable = scale > 0.0f;
     if (layout.bits == 8) {
       auto* codes = reinterpret_cast<int8_t*>(record);
-      for (int64_t i = begin; i < end; ++i) codes[i] = static_cast<int8_t>(encodable ? code_of(x[i], scale, max) : 0);
+      if (!encodable)
+        std::memset(codes + begin, 0, end - begin);
+      else
+        for (int64_t i = begin; i < end; ++i) codes[i] = static_cast<int8_t>(code_of(x[i], inverse, max));
     } else {
-      for (int64_t i = begin; i < end; i += 2) {
-        const int low = encodable ? code_of(x[i], scale, max) : 0;
-        const int high = encodable && i + 1 < end ? code_of(x[i + 1], scale, max) : 0;
-        record[i / 2] = static_cast<uint8_t>((low & 0xF) | ((high & 0xF) << 4));
+      int8_t codes[kChunk];
+      for (int64_t chunk = begin; chunk < end; chunk += kChunk) {
+        const int64_t length = std::min(kChunk, end - chunk);
+        for (int64_t k = 0; k < length; ++k) codes[k] = static_cast<int8_t>(encodable ? code_of(x[chunk + k], inverse, max) : 0);
+        if (length % 2) codes[length] = 0;  // the high nibble of an odd block's last byte (kChunk is even)
+        uint8_t* bytes = record + chunk / 2;
+        for (int64_t j = 0; j < (length + 1) / 2; ++j)
+          bytes[j] = static_cast<uint8_t>((codes[2 * j] & 0xF) | ((codes[2 * j + 1] & 0xF) << 4));
       }
     }
     std::memcpy(record + layout.scales_offset() + 4 * b, &scale, sizeof scale);

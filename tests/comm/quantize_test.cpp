@@ -136,6 +136,14 @@ TEST_CASE("zeros, a block of one value, and a single value", "[quantize]") {
         REQUIRE(std::fabs(double(back.values[i]) - c) <= std::fabs(double(c)) / max / 2);
       }
     }
+    // Tiny blocks: normal floats keep the scale/2 bound; below max_code / FLT_MAX they come back as zeros.
+    const std::vector<float> tiny(100, -1e-30f), tinier(100, 1e-38f);
+    back = round_trip(tiny, quant::layout_for(tiny.size(), bits));
+    CHECK(std::fabs(double(back.values[7]) + 1e-30) <= 1e-30 / max / 2 * (1 + 1e-5));
+    back = round_trip(tinier, quant::layout_for(tinier.size(), bits));
+    CHECK(back.values == std::vector<float>(100, 0.0f));
+    CHECK(quant::block_scale(back.record.data(), quant::layout_for(tinier.size(), bits), 0) == 0.0f);
+
     // One value alone is its block's max: code -max_code, back up to the rounding of its scale.
     back = round_trip({-2.5f}, quant::layout_for(1, bits));
     CHECK(stored_code(back.record, bits, 0) == -max);

@@ -8,8 +8,8 @@
 // A value comes back as code * scale, within scale/2 of what it was; a value that is k * scale with
 // |k| <= max_code and a power-of-two scale comes back exactly.
 //
-// Special blocks: all zeros (or all below 127 denormal steps, whose scale would round to 0) give
-// scale 0 and come back as zeros; a block holding a NaN or an infinity gets a NaN scale and comes
+// Special blocks: all zeros, or all below max_code / FLT_MAX in magnitude (about 4e-37 at int8,
+// 2e-38 at int4, where the inverse of the scale overflows), give scale 0 and come back as zeros; a block holding a NaN or an infinity gets a NaN scale and comes
 // back as all NaN, so a non-finite gradient still trips the overflow check after the collective.
 //
 // A quantized tensor is one record of bytes: the codes (int8: one byte each; int4: two per byte,
