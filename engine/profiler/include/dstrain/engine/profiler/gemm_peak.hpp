@@ -7,8 +7,9 @@
 
 namespace ds::profiler {
 
-// The best of `repeats` timed n×n×n products after one untimed (2·n³ FLOPs each). n = 2048 keeps
-// the cores busy on blocks that fit their caches and takes well under a second on a few cores.
-double measure_gemm_peak_flops(int64_t n = 2048, int repeats = 3);
+// The best of `repeats` timed n×n×n products after one untimed (2·n³ FLOPs each). On this
+// machine's cores n = 1024 reached the rate of 2048 and 3072 (docs/performance.md) at a seventh of
+// their time; the best of several keeps a moment of contention from lowering the peak.
+double measure_gemm_peak_flops(int64_t n = 1024, int repeats = 5);
 
 }  // namespace ds::profiler
