@@ -1,0 +1,23 @@
+// Open MPI settings dstrain applies when a job spans several nodes, measured faster over TCP links
+// than Open MPI's own choices (docs/multi-node.md, "Open MPI's settings over slow links").
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ds::comm {
+
+// (MCA parameter, value) pairs.
+using McaSettings = std::vector<std::pair<std::string, std::string>>;
+
+// Whether mpirun placed this job's ranks on more than one node (from the OMPI_COMM_WORLD_SIZE and
+// OMPI_COMM_WORLD_LOCAL_SIZE it exports; false outside mpirun).
+bool spans_several_nodes();
+
+// The settings of kMultiNodeDefaults that the user has not set (no OMPI_MCA_<name> in the
+// environment, as mpirun --mca and -x give it), exported as OMPI_MCA_<name> for MPI_Init to read.
+// Returns the ones applied. Call before MPI_Init, and only when spans_several_nodes().
+McaSettings apply_multi_node_defaults();
+
+}  // namespace ds::comm
