@@ -16,6 +16,7 @@
 #include "mpi_checked_call.hpp"
 #include "mpi_errors.hpp"
 #include "mpi_float16_ops.hpp"
+#include "mpi_multi_node_defaults.hpp"
 #include "mpi_watchdog.hpp"
 #include "staged_tensor.hpp"
 
@@ -32,6 +33,10 @@ MPI_Comm duplicate_world() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    if (spans_several_nodes())
+      for (const auto& [name, value] : apply_multi_node_defaults())
+        log::info("the job spans several nodes: Open MPI's ", name, " = ", value, " (OMPI_MCA_", name,
+                  " or mpirun --mca chooses otherwise; docs/multi-node.md)");
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (provided < MPI_THREAD_SERIALIZED)
