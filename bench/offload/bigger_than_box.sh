@@ -23,7 +23,9 @@
 #
 # Environment: CAP_MB (default 2048), STEPS (default 3: a 1B step takes minutes on 2 shared
 # cores; the first step is dropped from the medians), LAYERS/WIDTH/HEADS/VOCAB/CONTEXT (default
-# 20/2048/16/4096/64), IN_RAM (auto | yes | no; default auto).
+# 20/2048/16/4096/64), IN_RAM (no | auto | yes; default no: on a machine shared with other work,
+# MemAvailable at the start says little about the 5 minutes after it; auto runs it when
+# MemAvailable holds the plan with 3 GB to spare, yes always).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -167,7 +169,7 @@ ds_r=$("${io[@]}" --read | awk '/^aggregate read/ {print $3}')
 rm -f "$nvme"/ds_io_*.dat
 
 # In memory, without the cap, when this machine has the room.
-in_ram=${IN_RAM:-auto} memory_sps="" memory_note=""
+in_ram=${IN_RAM:-no} memory_sps="" memory_note=""
 predicted=$("$trainer" plan --config "$work/memory.json" --world 2 | python3 -c '
 import sys
 print(next(int(float(l.split()[2]) * 1e6) for l in sys.stdin if "predicted peak" in l))')
@@ -184,9 +186,9 @@ if [ "$in_ram" = yes ]; then
   memory_peak=$(( $(cat "$memory_cg/$(peak_name)") / 1000000 ))
   [ -s "$work/memory.jsonl" ] && memory_sps=$(median 'm["samples_per_sec"]' "$work/memory.jsonl")
   memory_note="in memory: predicted $((predicted / 1000000)) MB per rank (dstrain plan), cgroup peak $memory_peak MB"
-  [ -z "$memory_sps" ] && memory_note="in-memory run failed (cgroup peak $memory_peak MB): $(tail -1 "$work/memory.log" | cut -c1-200)"
+  [ -z "$memory_sps" ] && memory_note="in-memory run failed (cgroup peak $memory_peak MB): $(grep -m1 -iE "error|killed" "$work/memory.log" | cut -c1-200)"
 else
-  memory_note="in memory not run: 2 ranks x $((predicted / 1000000)) MB predicted (dstrain plan) + 3 GB spare > MemAvailable $((available / 1000000)) MB"
+  memory_note="in memory not run (IN_RAM=$in_ram): 2 ranks x $((predicted / 1000000)) MB predicted (dstrain plan), MemAvailable $((available / 1000000)) MB"
 fi
 
 echo
