@@ -44,8 +44,7 @@ std::string message_size(int64_t bytes) {
   return text;
 }
 
-}  // namespace
-
+// The ops a backend records, by the names the summary uses.
 const std::vector<std::string>& logged_ops() {
   static const std::vector<std::string> ops = {"all_reduce",  "all_gather",          "all_gather_into",
                                                "reduce_scatter", "reduce_scatter_into", "broadcast",
@@ -54,6 +53,8 @@ const std::vector<std::string>& logged_ops() {
                                                "quantized_reduce_scatter"};
   return ops;
 }
+
+}  // namespace
 
 CommsLoggerSettings CommsLoggerSettings::from_json(const nlohmann::json& block) {
   CommsLoggerSettings settings;

@@ -32,9 +32,6 @@ struct CommsLoggerSettings {
   static CommsLoggerSettings from_json(const nlohmann::json& block);
 };
 
-// The ops a backend records, by the names the summary uses.
-const std::vector<std::string>& logged_ops();
-
 // Bandwidths in gigabits per second (DeepSpeed's unit), from the message size and the seconds one
 // or more calls took. algbw = bytes / seconds; busbw = algbw times the share of the message each
 // rank's link carries in a ring: 2(n-1)/n for all_reduce (and compressed_allreduce, counted on the
