@@ -103,7 +103,7 @@ int64_t status_kib(const std::string& field) {
 }  // namespace
 
 TEST_CASE("the export from stage 0 and 3 checkpoints gives PyTorch's GPT-2 the engine's loss, and imports back",
-          "[hf]") {
+          "[mpi][hf]") {
   for (int stage : {0, 3}) {
     DYNAMIC_SECTION("stage " << stage) {
       const std::string dir = fresh_dir("stage" + std::to_string(stage));
@@ -197,7 +197,7 @@ write(root + "/transposed/model.safetensors", wrong)
 )PY";
 
 TEST_CASE("weights import from a sharded folder, F16 and BF16 copies that Python writes; bad ones are named",
-          "[hf]") {
+          "[mpi][hf]") {
   const std::string dir = fresh_dir("import");
   auto engine = make_engine(config_json(0, model_block()));
   training_loop::train(*engine, 2);
@@ -267,7 +267,7 @@ TEST_CASE("the export streams: its peak RSS grows by one tensor and its buffers,
   REQUIRE(fs::file_size(dir + "/hf/model.safetensors") > static_cast<uintmax_t>(model_bytes));
 }
 
-TEST_CASE("a Llama exports under LlamaForCausalLM's own names and imports back to the engine's logits", "[hf]") {
+TEST_CASE("a Llama exports under LlamaForCausalLM's own names and imports back to the engine's logits", "[mpi][hf]") {
   for (bool tied : {false, true}) {
     DYNAMIC_SECTION("tie_word_embeddings " << tied) {
       const nlohmann::json model = {{"type", "llama"}, {"vocab_size", 64}, {"hidden_size", 32}, {"intermediate_size", 48},
