@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO-Infinity optimizer and parameter offload (docs/offload.md): three measurements with the trainer.
 #   Usage: bench/offload/offload_bench.sh [BUILD_DIR] [NVME_FOLDER] [what...]
-#   what: bandwidth | checksum | overhead | memcap (default: all four)
+#   what: bandwidth | checksum | overhead | memcap | user (default: the first four)
 #
 # bandwidth  swap GB/s inside the step (pipelining off, so each transfer's queue-to-completion
 #            time is the transfer itself) against ds_io at the same aio settings, same folder,
@@ -19,6 +19,15 @@
 #            parameters on NVMe ("both"; MEMCAP_MODES picks): killed or not, peak usage
 #            (memory.max_usage_in_bytes), the trainer's peak RSS of the largest rank and its RSS
 #            before the model was built, samples/s.
+# user       the config a user writes: ZeRO-3, the optimizer and the parameters on NVMe, nvme_path,
+#            pipeline_read/write on, nothing else (the memory planner sizes the rest), against the
+#            same model in memory (also only stage 3), USER_NP ranks (default 2), alternated RUNS
+#            times, wall_clock_breakdown on for both: median step s, samples/s and their ratio, the
+#            nvme wait per step, the swap's read and write GB/s (rank 0, bytes over the handles' busy
+#            time) against ds_io at the planner's aio settings moving one optimizer swap_in's bytes
+#            in the same folder with USER_NP processes at once (per process: aggregate / USER_NP),
+#            and the forward / backward / step milliseconds of each side.
+#            USER_LAYERS x USER_WIDTH (default 8 x 1024, ~100M; 24 x 1024 is the ~300M GPT).
 # Environment: RUNS (default 5), STEPS (default 6; the first step is dropped from medians),
 #   AIO ("block_size queue_depth thread_count", default "1048576 8 1"), SUB_GROUP (elements,
 #   default 1e8), WIDTH/LAYERS of the bandwidth and overhead model (default 1024 x 8: ~100M params),
@@ -29,6 +38,7 @@ build=${1:-$root/build}
 nvme=${2:-$build/offload_bench_nvme}
 shift $(( $# > 2 ? 2 : $# ))
 what=${*:-bandwidth checksum overhead memcap}
+user_np=${USER_NP:-2}
 runs=${RUNS:-5}
 steps=${STEPS:-6}
 read -r block queue threads <<< "${AIO:-1048576 8 1}"
@@ -198,4 +208,53 @@ if [[ " $what " == *" memcap "* ]]; then
     rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg"; }
   done
   done
+fi
+
+if [[ " $what " == *" user "* ]]; then
+  ulayers=${USER_LAYERS:-8} uwidth=${USER_WIDTH:-1024}
+  echo "## user config: $ulayers x $uwidth GPT, ZeRO-3, -np $user_np, micro 1, planner's sizes, medians of $runs alternated runs (steps 2-$steps)"
+  user_model=(--set dstrain.model.n_layer=$ulayers --set dstrain.model.n_embd=$uwidth --set dstrain.model.n_head=8
+              --set dstrain.model.block_size=64 --set dstrain.model.vocab_size=256 --set train_micro_batch_size_per_gpu=1
+              --set gradient_accumulation_steps=1 --set steps_per_print=1000 --set wall_clock_breakdown=true
+              --set zero_optimization.stage=3)
+  user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme
+             --set zero_optimization.offload_optimizer.pipeline_read=true --set zero_optimization.offload_optimizer.pipeline_write=true
+             --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme)
+  for r in $(seq "$runs"); do
+    for side in memory nvme; do
+      sets=("${user_model[@]}"); [ $side = nvme ] && sets+=("${user_nvme[@]}")
+      mpirun --oversubscribe --bind-to none -np "$user_np" "$trainer" --config "$root/configs/default.json" "${sets[@]}" \
+        --steps "$steps" --metrics "$work/user-$side-$r.jsonl" > "$work/user-$side-$r.log" 2>&1
+    done
+    # ds_io at the aio block the trainer used (the planner leaves it at DeepSpeed's defaults unless set),
+    # one swap_in's bytes per process, as many processes as ranks.
+    group_bytes=$(grep -o 'sub-group(s) of [0-9]*' "$work/user-nvme-$r.log" | head -1 | awk '{print $3 * 4 * 4}')
+    io=("$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --handle --loops 3 --multi_process "$user_np")
+    "${io[@]}" > "$work/uds-w$r.txt"
+    "${io[@]}" --read > "$work/uds-r$r.txt"
+    rm -f "$nvme"/ds_io_*.dat
+  done
+  mem=("$work"/user-memory-*.jsonl) off=("$work"/user-nvme-*.jsonl)
+  step_mem=$(median "1 / m['samples_per_sec'] * $user_np" "${mem[@]}")
+  step_off=$(median "1 / m['samples_per_sec'] * $user_np" "${off[@]}")
+  echo "request bytes (one swap_in): $group_bytes"
+  echo "| side | step s | samples/s | forward ms | backward ms | step ms | nvme wait s / step | read GB/s | write GB/s |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for side in memory nvme; do
+    files=("$work"/user-$side-*.jsonl)
+    rates="- | -"
+    [ $side = nvme ] && rates="$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${files[@]}")"
+    echo "| $side | $(median "1 / m['samples_per_sec'] * $user_np" "${files[@]}") | $(median 'm["samples_per_sec"]' "${files[@]}") |" \
+         "$(median 'm["breakdown_ms"]["forward"]' "${files[@]}") | $(median 'm["breakdown_ms"]["backward"]' "${files[@]}") |" \
+         "$(median 'm["breakdown_ms"]["step"]' "${files[@]}") | $(median 'm["nvme_wait_seconds"]' "${files[@]}") | $rates |"
+  done
+  ds_r=$(grep -h '^aggregate read' "$work"/uds-r*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  ds_w=$(grep -h '^aggregate write' "$work"/uds-w*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${off[@]}")
+  swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${off[@]}")
+  echo "offloaded / in memory samples/s: $(python3 -c "print(f'{$step_mem / $step_off:.3f}')")"
+  echo "| op | swap GB/s (rank 0) | ds_io GB/s per process ($user_np at once) | ratio |"
+  echo "|---|---:|---:|---:|"
+  echo "| read | $swap_r | $(python3 -c "print(f'{$ds_r / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") |"
+  echo "| write | $swap_w | $(python3 -c "print(f'{$ds_w / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") |"
 fi
