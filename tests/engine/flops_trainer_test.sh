@@ -7,8 +7,9 @@
 #   - the gradient all-reduce at stage 0: one bucket of the whole model, 4 bytes x the GPT's closed-form
 #     parameter count, once per step; at stage 2 reduce_scatter_into buckets whose bytes sum to that
 #     per step (every parameter of this GPT has an even size: no padding at 2 ranks);
-#   - prof_all false with prof_ops ["broadcast"] records broadcasts only; output_file gets the profile
-#     and the log does not; neither key is reported as "not acted on".
+#   - prof_all false with prof_ops ["broadcast"] records broadcasts only, and verbose logs each as it
+#     completes; output_file gets the profile and the log does not; neither key is reported as "not
+#     acted on".
 set -euo pipefail
 dstrain=$1 source=$2
 shift 2
@@ -25,7 +26,7 @@ run() {  # run NAME ARGS...: -np 2, log in NAME.log, metrics in NAME.jsonl
 launch=("$@")
 run s0
 run s2 --set zero_optimization.stage=2
-run filtered --set comms_logger.prof_all=false --set 'comms_logger.prof_ops=["broadcast"]' \
+run filtered --set comms_logger.prof_all=false --set 'comms_logger.prof_ops=["broadcast"]' --set comms_logger.verbose=true \
   --set "flops_profiler.output_file=$work/profile.txt"
 for text in "Profile Summary at step 2:" "(h): ModuleDict(" "comms summary at step 2" "comms summary at step 4" \
             "MFU = 3 * fwd flops"; do
@@ -34,6 +35,8 @@ done
 if grep -q "not acted on" "$work/s0.log"; then echo "a key reported as not acted on:"; grep "not acted on" "$work/s0.log"; exit 1; fi
 grep -qF "Profile Summary at step 2:" "$work/profile.txt" || { echo "no profile in output_file"; exit 1; }
 if grep -qF "Profile Summary" "$work/filtered.log"; then echo "output_file set, profile still in the log"; exit 1; fi
+grep -q "comm op: broadcast | time (ms): " "$work/filtered.log" || { echo "verbose: no broadcast logged"; exit 1; }
+if grep -q "comm op: all_reduce" "$work/filtered.log"; then echo "verbose logged an op prof_ops leaves out"; exit 1; fi
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
