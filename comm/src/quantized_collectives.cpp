@@ -78,7 +78,7 @@ void exchange(Backend& group, int count, int me, int64_t message_bytes, const Ra
       group.recv(incoming, rank_of(other), kExchangeTag);
       group.send(sent, rank_of(other), kExchangeTag);
     }
-    received(other, static_cast<const uint8_t*>(incoming.data_ptr<uint8_t>()));
+    received(other, incoming.data_ptr<uint8_t>());
   }
 }
 

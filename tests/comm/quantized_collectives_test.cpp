@@ -201,7 +201,7 @@ TEST_CASE("quantized_reduce_scatter over nodes of 2 (4 ranks: 2 nodes; 2 ranks: 
   check_reduce_scatter(2);
 }
 
-TEST_CASE("quantized_reduce_scatter with every rank a node of its own, and with one node of all", "[mpi]") {
+TEST_CASE("quantized_reduce_scatter with every rank a node of its own, and with one node of all (odd sizes too)", "[mpi]") {
   check_reduce_scatter(1);
   check_reduce_scatter(ds::comm::get_world_size());
 }
