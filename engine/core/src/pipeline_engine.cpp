@@ -2,10 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
-#include "dstrain/engine/models/loss.hpp"
+#include "dstrain/engine/model_pipelines.hpp"
 #include "dstrain/engine/optim/gradient_clipping.hpp"
 #include "dstrain/pipe/instruction.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -34,34 +36,37 @@ Config without_clipping(const Config& config) {
 
 }  // namespace
 
-class PipelineEngine::GptStage final : public pipe::Stage {
+class PipelineEngine::ModuleStage final : public pipe::Stage {
  public:
-  GptStage(const pipe::PipelineGrid& grid, const Config& config, models::GPT slice,
-           std::shared_ptr<comm::Backend> dp_group, comm::Backend& pipe_group,
-           std::shared_ptr<comm::Backend> tied_group)
+  // tied: for each tied parameter this stage holds, the group of the stages holding its key
+  // (null when no other stage does) and whether this stage counts it in the gradient norm.
+  struct Tied {
+    at::Tensor weight;
+    std::shared_ptr<comm::Backend> group;
+    bool counted;
+  };
+
+  ModuleStage(const pipe::PipelineGrid& grid, const Config& config, const PipelineModule& module, PipelineStage built,
+              std::shared_ptr<comm::Backend> dp_group, comm::Backend& pipe_group, std::vector<Tied> tied)
       : grid_(grid),
-        engine_(ds::initialize(slice, without_clipping(config), std::move(dp_group))),
+        module_(module),
+        engine_(ds::initialize(std::move(built), without_clipping(config), std::move(dp_group))),
         pipe_group_(pipe_group),
-        tied_group_(std::move(tied_group)),
+        tied_(std::move(tied)),
         max_norm_(config.training().gradient_clipping),
         fp16_(config.fp16().enabled) {}
 
-  Engine<models::GPT>& engine() { return *engine_; }
+  Engine<PipelineStage>& engine() { return *engine_; }
   double grad_norm() const { return grad_norm_; }
 
-  void begin_batch(const data::TokenSource& source, int64_t step) {
-    source_ = &source;
-    step_ = step;
-  }
+  void begin_batch(const MicroBatches& micro_batches) { micro_batches_ = &micro_batches; }
 
-  at::Tensor load_inputs(int micro_batch) override { return batch(micro_batch).inputs; }
-  at::Tensor load_labels(int micro_batch) override { return batch(micro_batch).targets; }
+  at::Tensor load_inputs(int micro_batch) override { return (*micro_batches_)(micro_batch).inputs; }
+  at::Tensor load_labels(int micro_batch) override { return (*micro_batches_)(micro_batch).targets; }
 
   at::Tensor forward(const at::Tensor& input) override { return engine_->forward(input); }
 
-  at::Tensor loss(const at::Tensor& output, const at::Tensor& labels) override {
-    return models::cross_entropy_loss(output.to(at::kFloat), labels);
-  }
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& labels) override { return module_.loss(output, labels); }
 
   void backward(const at::Tensor& loss) override {
     engine_->backward(loss);
@@ -74,8 +79,8 @@ class PipelineEngine::GptStage final : public pipe::Stage {
   }
 
   void reduce_tied_grads() override {
-    if (!tied_group_) return;
-    tied_group_->all_reduce(engine_->reduced_gradient_chunk(engine_->module()->tied_weight()), comm::ReduceOp::Sum);
+    for (const Tied& tied : tied_)
+      if (tied.group) tied.group->all_reduce(engine_->reduced_gradient_chunk(tied.weight), comm::ReduceOp::Sum);
   }
 
   void reduce_grads() override {
@@ -91,29 +96,28 @@ class PipelineEngine::GptStage final : public pipe::Stage {
   }
 
  private:
-  data::Batch batch(int micro_batch) const {
-    return source_->batch(step_, micro_batch, grid_.replica(), grid_.replicas(),
-                          engine_->train_micro_batch_size_per_gpu());
-  }
-
   // The batch's last backward must stay open (it is the accumulation boundary) until OptimizerStep.
   void close_micro_step() {
     if (!engine_->is_gradient_accumulation_boundary()) engine_->step();
   }
 
+  bool counted_in_norm(const at::Tensor& param) const {
+    for (const Tied& tied : tied_)
+      if (param.is_same(tied.weight)) return tied.counted;
+    return true;
+  }
+
   // Clips by the norm of the whole model's gradient, as a single process would: the sum of squares
-  // over this pipeline's stages, the tied weight counted on the first stage only. Under ZeRO 1 each
-  // replica holds a chunk of every gradient, so the replicas' sums add up too; under ZeRO 0 they
-  // hold equal whole gradients and all reach the same norm alone.
+  // over this pipeline's stages, each tied parameter counted on the first stage holding it only.
+  // Under ZeRO 1 each replica holds a chunk of every gradient, so the replicas' sums add up too;
+  // under ZeRO 0 they hold equal whole gradients and all reach the same norm alone.
   void clip_gradients() {
-    const at::Tensor tied = engine_->module()->tied_weight();
     std::vector<at::Tensor> grads;
     at::Tensor sum_sq = at::zeros({1}, at::kDouble);
-    for (const at::Tensor& param : engine_->module()->parameters()) {
+    for (const at::Tensor& param : engine_->module().ptr()->parameters()) {
       if (!param.requires_grad()) continue;
       grads.push_back(engine_->reduced_gradient_chunk(param));
-      if (!grid_.is_first_stage() && tied.defined() && param.is_same(tied)) continue;
-      sum_sq += grads.back().to(at::kDouble).pow(2).sum();
+      if (counted_in_norm(param)) sum_sq += grads.back().to(at::kDouble).pow(2).sum();
     }
     if (engine_->zero_stage() >= 1) engine_->dp_group().all_reduce(sum_sq, comm::ReduceOp::Sum);
     pipe_group_.all_reduce(sum_sq, comm::ReduceOp::Sum);
@@ -131,17 +135,21 @@ class PipelineEngine::GptStage final : public pipe::Stage {
   }
 
   const pipe::PipelineGrid& grid_;
-  std::shared_ptr<Engine<models::GPT>> engine_;
+  PipelineModule module_;
+  std::shared_ptr<Engine<PipelineStage>> engine_;
   comm::Backend& pipe_group_;
-  std::shared_ptr<comm::Backend> tied_group_;  // first and last stage of this replica; null elsewhere
+  std::vector<Tied> tied_;
   double max_norm_;
   bool fp16_;
   double grad_norm_ = 0;
-  const data::TokenSource* source_ = nullptr;
-  int64_t step_ = 0;
+  const MicroBatches* micro_batches_ = nullptr;
 };
 
 PipelineEngine::PipelineEngine(const models::GPTConfig& model, const Config& config,
+                               std::shared_ptr<comm::Backend> world)
+    : PipelineEngine(gpt_pipeline_module(model, config.pipeline().partition), config, std::move(world)) {}
+
+PipelineEngine::PipelineEngine(const PipelineModule& module, const Config& config,
                                std::shared_ptr<comm::Backend> world)
     : grid_(world->world_size(), pipeline_stages(config), world->rank()), world_(std::move(world)) {
   const int zero_stage = config.zero_optimization().stage;
@@ -150,45 +158,70 @@ PipelineEngine::PipelineEngine(const models::GPTConfig& model, const Config& con
                 " (as in DeepSpeed); use zero_optimization.stage 0 or 1")
         .with_key("zero_optimization.stage");
   }
-  bounds_ = pipe::partition_layers(config.pipeline().partition, models::layer_parameter_counts(model),
-                                   models::layer_types(model), grid_.stages());
+  bounds_ = module.partition(grid_.stages());
+  const int first = bounds_[grid_.stage()];
+  const int last = bounds_[grid_.stage() + 1];
+  auto stage_of_layer = [&](int layer) {
+    return static_cast<int>(std::upper_bound(bounds_.begin(), bounds_.end(), layer) - bounds_.begin()) - 1;
+  };
 
   // Every rank takes part in every split, in the same order.
   auto dp_group = world_->split(grid_.stage(), grid_.replica());
   pipe_group_ = world_->split(grid_.replica(), grid_.stage());
-  const bool holds_tied = grid_.stages() > 1 && (grid_.is_first_stage() || grid_.is_last_stage());
-  auto tied_group = world_->split(holds_tied ? grid_.replica() : -1, grid_.stage());
-
-  torch::manual_seed(config.training().seed);
-  models::GPT slice(model, bounds_[grid_.stage()], bounds_[grid_.stage() + 1]);
-  stage_ = std::make_unique<GptStage>(grid_, config, slice, std::move(dp_group), *pipe_group_, std::move(tied_group));
+  PipelineStage built = module.build(first, last, config.training().seed);
+  std::vector<ModuleStage::Tied> tied;
+  for (const auto& [key, layers] : module.tied_layers()) {
+    std::set<int> stages;
+    for (int layer : layers) stages.insert(stage_of_layer(layer));
+    const bool holds = stages.count(grid_.stage()) > 0;
+    auto group = world_->split(holds && stages.size() > 1 ? grid_.replica() : -1, grid_.stage());
+    if (holds) tied.push_back({built.tied().at(key), std::move(group), *stages.begin() == grid_.stage()});
+  }
+  stage_ = std::make_unique<ModuleStage>(grid_, config, module, std::move(built), std::move(dp_group), *pipe_group_,
+                                         std::move(tied));
   executor_ = std::make_unique<pipe::PipelineExecutor>(*stage_, *pipe_group_);
   log::info_all("pipeline stage ", grid_.stage(), " of ", grid_.stages(), ", replica ", grid_.replica(), " of ",
-                grid_.replicas(), ": GPT layers [", bounds_[grid_.stage()], ", ", bounds_[grid_.stage() + 1], ") of ",
-                model.num_layers(), ", ", core().gradient_accumulation_steps(), " micro-batches");
+                grid_.replicas(), ": layers [", first, ", ", last, ") of ", module.num_layers(), ", ",
+                core().gradient_accumulation_steps(), " micro-batches");
 }
 
 PipelineEngine::~PipelineEngine() = default;
 
 EngineCore& PipelineEngine::core() { return stage_->engine(); }
-models::GPT& PipelineEngine::module() { return stage_->engine().module(); }
+PipelineStage& PipelineEngine::stage_module() { return stage_->engine().module(); }
 int64_t PipelineEngine::global_steps() const { return stage_->engine().global_steps(); }
 double PipelineEngine::last_grad_norm() const { return stage_->grad_norm(); }
 
-double PipelineEngine::train_batch(const data::TokenSource& source) {
-  stage_->begin_batch(source, global_steps());
-  at::Tensor loss = at::full({1}, executor_->train_batch(core().gradient_accumulation_steps()), at::kDouble);
+double PipelineEngine::run_batch(const MicroBatches& micro_batches, bool training) {
+  stage_->begin_batch(micro_batches);
+  const int micro = core().gradient_accumulation_steps();
+  double mean = 0;
+  if (training) {
+    mean = executor_->train_batch(micro);
+  } else {
+    stage_module().ptr()->eval();
+    mean = executor_->eval_batch(micro);
+    stage_module().ptr()->train();
+  }
+  at::Tensor loss = at::full({1}, mean, at::kDouble);
   core().dp_group().all_reduce(loss, comm::ReduceOp::Avg);
   return loss.item<double>();
 }
 
+double PipelineEngine::train_batch(const MicroBatches& micro_batches) { return run_batch(micro_batches, true); }
+double PipelineEngine::eval_batch(const MicroBatches& micro_batches) { return run_batch(micro_batches, false); }
+
+double PipelineEngine::train_batch(const data::TokenSource& source) {
+  const int64_t step = global_steps();
+  return train_batch([&, step](int k) {
+    return source.batch(step, k, grid_.replica(), grid_.replicas(), core().train_micro_batch_size_per_gpu());
+  });
+}
+
 double PipelineEngine::eval_batch(const data::TokenSource& source, int64_t step) {
-  stage_->begin_batch(source, step);
-  module()->eval();
-  at::Tensor loss = at::full({1}, executor_->eval_batch(core().gradient_accumulation_steps()), at::kDouble);
-  module()->train();
-  core().dp_group().all_reduce(loss, comm::ReduceOp::Avg);
-  return loss.item<double>();
+  return eval_batch([&, step](int k) {
+    return source.batch(step, k, grid_.replica(), grid_.replicas(), core().train_micro_batch_size_per_gpu());
+  });
 }
 
 std::map<std::string, double> PipelineEngine::stage_timers_ms() {

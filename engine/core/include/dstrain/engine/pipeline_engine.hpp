@@ -1,34 +1,38 @@
-// ds::PipelineEngine: pipeline-parallel training of the built-in GPT, DeepSpeed's PipelineEngine.
+// ds::PipelineEngine: pipeline-parallel training of a PipelineModule, DeepSpeed's PipelineEngine.
 //
-//   ds::PipelineEngine engine(model_config, config, ds::comm::init_distributed("mpi"));
-//   while (...) loss = engine.train_batch(source);   // one optimizer step per call
+//   ds::PipelineEngine engine(ds::PipelineModule(layers, loss), config, ds::comm::init_distributed("mpi"));
+//   while (...) loss = engine.train_batch([&](int k) { return my_micro_batch(k); });  // one optimizer step
+//   ds::PipelineEngine gpt(model_config, config, world);   // the built-in GPT (gpt_pipeline_module)
+//   while (...) loss = gpt.train_batch(token_source);
 //
 // The world is config.pipeline().stages deep and world / stages replicas wide, stage-major
 // (pipe::PipelineGrid: rank = stage * replicas + replica). Each rank builds its stage's contiguous
-// slice of the GPT's layers (pipeline.partition over the layers' parameter counts), with the same
-// parameter names and initial values as the whole model, and wraps it in an EngineCore whose
+// slice of the module's layers (PipelineModule::partition), seeded with config.training().seed, so
+// the stages together hold the model that seed builds whole, and wraps it in an EngineCore whose
 // data-parallel group is that stage's replicas; gradient_accumulation_steps is the number of
 // micro-batches per batch, as in DeepSpeed. A pipe::PipelineExecutor runs TrainSchedule:
-//   LoadMicroBatch   the first stage reads inputs, the last stage targets, of this replica's
-//                    micro-batch (data::TokenSource::batch(step, k, replica, replicas, micro))
+//   LoadMicroBatch   the first stage reads inputs, the last stage labels, of this replica's
+//                    micro-batch
 //   BackwardPass     EngineCore::backward (the last stage from loss / micro-batches). Every
 //                    backward but the batch's last closes its micro-step at once (EngineCore::step
 //                    only counts it); the last one is the accumulation boundary, where EngineCore's
 //                    reducer averages the gradients over the replicas, bucket by bucket, as it runs
-//   ReduceTiedGrads  the first and last stage of each replica sum their reduced gradients of the
-//                    tied token embedding (wte) over a two-rank group. By linearity a sum of
-//                    replica averages is the replica average of the sums, so running it after the
-//                    averaging, not before it as DeepSpeed's order says, changes nothing
+//   ReduceTiedGrads  for each tied key, the stages of this replica holding it sum their reduced
+//                    gradients of the tied parameter over a group of exactly those stages. By
+//                    linearity a sum of replica averages is the replica average of the sums, so
+//                    running it after the averaging, not before it as DeepSpeed's order says,
+//                    changes nothing
 //   ReduceGrads      the averaging already ran inside that last backward: the engine only checks
 //                    that it did (that the core is at its accumulation boundary)
-//   OptimizerStep    the gradient norm of the whole model (every stage, the tied weight once) for
-//                    clipping and for fp16 overflow, which every stage must see alike to keep their
-//                    loss scales equal; then EngineCore::step
+//   OptimizerStep    the gradient norm of the whole model (every stage, each tied parameter once)
+//                    for clipping and for fp16 overflow, which every stage must see alike to keep
+//                    their loss scales equal; then EngineCore::step
 // ZeRO stage 0, or stage 1 with a single replica; stages 2 and 3 are rejected as DeepSpeed rejects
 // them, and stage 1 across replicas needs per-rank tied-gradient chunks EngineCore does not offer.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,18 +42,25 @@
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
+#include "dstrain/engine/pipeline_module.hpp"
 #include "dstrain/pipe/executor.hpp"
 #include "dstrain/pipe/grid.hpp"
 #include "dstrain/pipe/partition.hpp"
 #include "dstrain/runtime/config.hpp"
+#include "dstrain/runtime/error.hpp"
 
 namespace ds {
 
 class PipelineEngine {
  public:
-  // Collective over `world`. Seeds torch with config.training().seed before building the slice, so
-  // the stages together hold the GPT that seed builds whole. Throws ds::Error naming the key for a
-  // missing or indivisible pipeline.stages, more stages than layers, or an unsupported ZeRO stage.
+  // This rank's micro-batch `micro_batch` of the batch being run: its inputs (read by the first
+  // stage) and labels (read by the last), of any shape and dtype the module takes.
+  using MicroBatches = std::function<data::Batch(int micro_batch)>;
+
+  // Collective over `world`. Throws ds::Error naming the key for a missing or indivisible
+  // pipeline.stages, more stages than layers, or an unsupported ZeRO stage.
+  PipelineEngine(const PipelineModule& module, const Config& config, std::shared_ptr<comm::Backend> world);
+  // The built-in GPT: gpt_pipeline_module(model, config.pipeline().partition).
   PipelineEngine(const models::GPTConfig& model, const Config& config, std::shared_ptr<comm::Backend> world);
   ~PipelineEngine();
   PipelineEngine(const PipelineEngine&) = delete;
@@ -57,16 +68,26 @@ class PipelineEngine {
 
   // One optimizer step on the global batch of step global_steps(). Returns its mean loss, on
   // every rank.
+  double train_batch(const MicroBatches& micro_batches);
   double train_batch(const data::TokenSource& source);
-  // The mean loss of step `step`'s global batch, forward only; the model is left unchanged.
+  // The mean loss of a global batch, forward only; the model is left unchanged.
+  double eval_batch(const MicroBatches& micro_batches);
   double eval_batch(const data::TokenSource& source, int64_t step);
 
   const pipe::PipelineGrid& grid() const { return grid_; }
-  // Stage s holds the GPT's layers [bounds()[s], bounds()[s + 1]) (GPTConfig::num_layers()).
+  // Stage s holds the module's layers [bounds()[s], bounds()[s + 1]).
   const pipe::StageBounds& bounds() const { return bounds_; }
   // This stage's engine: steps, lr, timers, model-state bytes, its data-parallel group.
   EngineCore& core();
-  models::GPT& module();
+  // This stage's module as built: its holder, and as the holder type it was built as (the
+  // default, models::GPT, for gpt_pipeline_module's stages); a ds::Error for another type.
+  PipelineStage& stage_module();
+  template <class Holder = models::GPT>
+  Holder module() {
+    auto impl = std::dynamic_pointer_cast<typename Holder::ContainedType>(stage_module().ptr());
+    if (!impl) throw Error("this pipeline stage's module is not of the holder type asked for");
+    return Holder(std::move(impl));
+  }
   int64_t global_steps() const;
   // The last step's gradient norm over the whole model, before clipping.
   double last_grad_norm() const;
@@ -83,13 +104,15 @@ class PipelineEngine {
   void load_checkpoint(const std::string& dir);
 
  private:
-  class GptStage;
+  class ModuleStage;
+
+  double run_batch(const MicroBatches& micro_batches, bool training);
 
   pipe::PipelineGrid grid_;
   pipe::StageBounds bounds_;
   std::shared_ptr<comm::Backend> world_;
   std::shared_ptr<comm::Backend> pipe_group_;
-  std::unique_ptr<GptStage> stage_;
+  std::unique_ptr<ModuleStage> stage_;
   std::unique_ptr<pipe::PipelineExecutor> executor_;
 };
 
