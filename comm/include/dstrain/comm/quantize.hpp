@@ -3,7 +3,7 @@
 //
 // A tensor of `numel` floats is cut into blocks of `block` values (the last one shorter when numel
 // is not a multiple). Each block has one fp32 scale = max|x| / max_code(bits), and each value the
-// integer code round(x / scale) (to nearest, ties to even) in [-max_code, max_code]: 127 for int8,
+// integer code round(x · max_code / max|x|) (to nearest, ties to even) in [-max_code, max_code]: 127 for int8,
 // 7 for int4 (symmetric: -128 and -8 are never used, so no value is clamped by more than scale/2).
 // A value comes back as code * scale, within scale/2 of what it was; a value that is k * scale with
 // |k| <= max_code and a power-of-two scale comes back exactly.
