@@ -3,14 +3,15 @@
 //
 // A tensor of `numel` floats is cut into blocks of `block` values (the last one shorter when numel
 // is not a multiple). Each block has one fp32 scale = max|x| / max_code(bits), and each value the
-// integer code round(x · max_code / max|x|) (to nearest, ties to even) in [-max_code, max_code]: 127 for int8,
-// 7 for int4 (symmetric: -128 and -8 are never used, so no value is clamped by more than scale/2).
-// A value comes back as code * scale, within scale/2 of what it was; a value that is k * scale with
-// |k| <= max_code and a power-of-two scale comes back exactly.
+// integer code round(x · max_code / max|x|) (to nearest, ties to even) in [-max_code, max_code]:
+// 127 for int8, 7 for int4 (symmetric: -128 and -8 are never used, so no value is clamped by more
+// than scale/2). A value comes back as code * scale, within scale/2 of what it was; a value that is
+// k * scale with |k| <= max_code and a power-of-two scale comes back exactly.
 //
 // Special blocks: all zeros, or all below max_code / FLT_MAX in magnitude (about 4e-37 at int8,
-// 2e-38 at int4, where the inverse of the scale overflows), give scale 0 and come back as zeros; a block holding a NaN or an infinity gets a NaN scale and comes
-// back as all NaN, so a non-finite gradient still trips the overflow check after the collective.
+// 2e-38 at int4, where the inverse of the scale overflows), give scale 0 and come back as zeros; a
+// block holding a NaN or an infinity gets a NaN scale and comes back as all NaN, so a non-finite
+// gradient still trips the overflow check after the collective.
 //
 // A quantized tensor is one record of bytes: the codes (int8: one byte each; int4: two per byte,
 // value 2i in the low nibble of byte i, two's complement), padded to a multiple of 4 bytes, then
