@@ -9,9 +9,9 @@
 // elements: the whole fp32 buffer (gathered, or reduced before the scatter); GB/s is its payload,
 // 4·elements bytes, over the median time. The two versions run alternately, one warm-up each, and a
 // repetition's time is the slowest rank's. Nodes are consecutive ranks, --per-node of them (default:
-// OMPI_COMM_WORLD_LOCAL_SIZE, the hosts mpirun placed ranks on). Bytes sent per rank: over TCP what the process handed to
-// write/send calls (/proc/self/io wchar, the most any rank sent), otherwise the payload the algorithm
-// must move (ring: (n−1)/n of the buffer; quantized: n−1 records).
+// OMPI_COMM_WORLD_LOCAL_SIZE, the hosts mpirun placed ranks on). Bytes sent per rank: over TCP what
+// the process handed to write/send calls (/proc/self/io wchar, the most any rank sent), otherwise the
+// payload the algorithm must move (ring: (n−1)/n of the buffer; quantized: n−1 records).
 //
 //   zeropp_bench --op kernels --elements N --bits 8|4 --reps R       (rank 0, one thread)
 //       | kernel | bits | elements | median ms | GB/s of fp32 |
@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
     std::shared_ptr<ds::comm::Backend> node = world->split(world->rank() / per_node, world->rank());
     const int64_t m = elements / ranks;
     at::Tensor whole = at::rand({m * ranks}) - 0.5, shard = whole.narrow(0, world->rank() * m, m).clone();
-    at::Tensor plain_out = at::empty_like(op == "all_gather" ? whole : shard), quantized_out = at::empty_like(plain_out);
+    at::Tensor plain_out = at::empty_like(op == "all_gather" ? whole : shard),
+               quantized_out = at::empty_like(plain_out);
 
     Version plain, quantized;
     if (op == "all_gather") {
@@ -164,10 +165,10 @@ int main(int argc, char** argv) {
       const int64_t quantized_bytes = tcp ? quantized_sent : (ranks - 1) * record;
       const double plain_ms = median(plain.ms), quantized_ms = median(quantized.ms);
       const double payload = 4.0 * m * ranks;
-      std::printf("| %s | %s | %d | %d | %lld | int%d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f |\n",
-                  op.c_str(), transport.c_str(), ranks, ranks / per_node, static_cast<long long>(m * ranks), bits,
-                  plain_ms, quantized_ms, payload / plain_ms / 1e6, payload / quantized_ms / 1e6,
-                  plain_ms / quantized_ms, plain_bytes / 1e6, quantized_bytes / 1e6);
+      std::printf("| %s | %s | %d | %d | %lld | int%d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f |\n", op.c_str(),
+                  transport.c_str(), ranks, ranks / per_node, static_cast<long long>(m * ranks), bits, plain_ms,
+                  quantized_ms, payload / plain_ms / 1e6, payload / quantized_ms / 1e6, plain_ms / quantized_ms,
+                  plain_bytes / 1e6, quantized_bytes / 1e6);
     }
     ds::comm::finalize();
     return 0;

@@ -124,7 +124,8 @@ void quantize(const float* x, const Layout& layout, uint8_t* record, int64_t fir
       int8_t codes[kChunk];
       for (int64_t chunk = begin; chunk < end; chunk += kChunk) {
         const int64_t length = std::min(kChunk, end - chunk);
-        for (int64_t k = 0; k < length; ++k) codes[k] = static_cast<int8_t>(encodable ? code_of(x[chunk + k], inverse, max) : 0);
+        for (int64_t k = 0; k < length; ++k)
+          codes[k] = static_cast<int8_t>(encodable ? code_of(x[chunk + k], inverse, max) : 0);
         if (length % 2) codes[length] = 0;  // the high nibble of an odd block's last byte (kChunk is even)
         uint8_t* bytes = record + chunk / 2;
         for (int64_t j = 0; j < (length + 1) / 2; ++j)

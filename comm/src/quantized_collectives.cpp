@@ -94,8 +94,8 @@ void quantized_all_gather(Backend& group, const at::Tensor& output, const at::Te
                             " need ", world * input.numel()))
         .with_rank(group.rank());
   const quant::Layout layout = quant::layout_for(input.numel(), bits, block);
-  const auto timing = group.comms_logger().begin(op, world * layout.bytes(),
-                                                 bits == 8 ? "int8 records: all_gather_into" : "int4 records: all_gather_into");
+  const auto timing = group.comms_logger().begin(
+      op, world * layout.bytes(), bits == 8 ? "int8 records: all_gather_into" : "int4 records: all_gather_into");
 
   const at::Tensor shard = input.contiguous();
   at::Tensor sent = at::empty({layout.bytes()}, at::kByte);
@@ -105,7 +105,8 @@ void quantized_all_gather(Backend& group, const at::Tensor& output, const at::Te
 
   at::Tensor result = output.is_contiguous() ? output : at::empty({output.numel()}, at::kFloat);
   for (int r = 0; r < world; ++r)
-    parallel_dequantize(gathered.data_ptr<uint8_t>() + r * layout.bytes(), layout, result.data_ptr<float>() + r * input.numel());
+    parallel_dequantize(gathered.data_ptr<uint8_t>() + r * layout.bytes(), layout,
+                        result.data_ptr<float>() + r * input.numel());
   if (!result.is_same(output)) output.copy_(result.view(output.sizes()));
   group.comms_logger().end(timing, world);
 }
@@ -131,17 +132,16 @@ void quantized_reduce_scatter(Backend& world, Backend& local_group, const at::Te
   const int nodes = world_size / per_node, node = rank / per_node;
   const int64_t m = output.numel();
   const quant::Layout slice = quant::layout_for(m, bits, block);
-  const auto timing = world.comms_logger().begin(
-      name, world_size * slice.bytes(),
-      bits == 8 ? "int8 records: send/recv within the node, then across" : "int4 records: send/recv within the node, then across");
+  const auto timing = world.comms_logger().begin(name, world_size * slice.bytes(),
+                                                 bits == 8 ? "int8 records: send/recv within the node, then across"
+                                                           : "int4 records: send/recv within the node, then across");
 
   const at::Tensor contiguous_input = input.contiguous();
   const float* const x = contiguous_input.data_ptr<float>();
   // partial[k]: the sum over this node of slice k·L + local_rank, bound for world rank k·L + local_rank.
   at::Tensor partial = at::empty({nodes * m}, at::kFloat);
   float* const partial_data = partial.data_ptr<float>();
-  for (int k = 0; k < nodes; ++k)
-    std::copy_n(x + (int64_t{k} * per_node + local_rank) * m, m, partial_data + k * m);
+  for (int k = 0; k < nodes; ++k) std::copy_n(x + (int64_t{k} * per_node + local_rank) * m, m, partial_data + k * m);
 
   exchange(
       local_group, per_node, local_rank, nodes * slice.bytes(), [](int peer) { return peer; },
@@ -150,13 +150,16 @@ void quantized_reduce_scatter(Backend& world, Backend& local_group, const at::Te
           parallel_quantize(x + (int64_t{k} * per_node + peer) * m, slice, message + k * slice.bytes());
       },
       [&](int, const uint8_t* message) {
-        for (int k = 0; k < nodes; ++k) parallel_dequantize_add(message + k * slice.bytes(), slice, partial_data + k * m);
+        for (int k = 0; k < nodes; ++k)
+          parallel_dequantize_add(message + k * slice.bytes(), slice, partial_data + k * m);
       });
 
   float* const own = partial_data + int64_t{node} * m;
   exchange(
       world, nodes, node, slice.bytes(), [&](int peer_node) { return peer_node * per_node + local_rank; },
-      [&](int peer_node, uint8_t* message) { parallel_quantize(partial_data + int64_t{peer_node} * m, slice, message); },
+      [&](int peer_node, uint8_t* message) {
+        parallel_quantize(partial_data + int64_t{peer_node} * m, slice, message);
+      },
       [&](int, const uint8_t* message) { parallel_dequantize_add(message, slice, own); });
 
   at::Tensor result = partial.narrow(0, int64_t{node} * m, m);

@@ -57,9 +57,9 @@ int stored_code(const std::vector<uint8_t>& record, int bits, int64_t i) {
 }  // namespace
 
 TEST_CASE("a record is the codes padded to 4 bytes, then one fp32 scale per block", "[quantize]") {
-  CHECK(quant::layout_for(5000, 8).bytes() == 5000 + 4 * 3);           // blocks of 2048: 2048, 2048, 904
-  CHECK(quant::layout_for(5001, 8).bytes() == 5004 + 4 * 3);           // codes padded to 5004
-  CHECK(quant::layout_for(5001, 4).bytes() == 2504 + 4 * 3);           // 2501 bytes of nibbles, padded
+  CHECK(quant::layout_for(5000, 8).bytes() == 5000 + 4 * 3);  // blocks of 2048: 2048, 2048, 904
+  CHECK(quant::layout_for(5001, 8).bytes() == 5004 + 4 * 3);  // codes padded to 5004
+  CHECK(quant::layout_for(5001, 4).bytes() == 2504 + 4 * 3);  // 2501 bytes of nibbles, padded
   CHECK(quant::layout_for(4096, 4).bytes() == 2048 + 4 * 2);
   CHECK(quant::layout_for(0, 8).bytes() == 0);
   CHECK(quant::layout_for(10, 8, 3).blocks() == 4);
@@ -70,8 +70,7 @@ TEST_CASE("a record is the codes padded to 4 bytes, then one fp32 scale per bloc
   CHECK_THROWS_WITH(quant::layout_for(10, 8, 0), Catch::Contains("at least 1"));
 }
 
-TEST_CASE("each value comes back within scale/2 of its block, for lengths not a multiple of the block",
-          "[quantize]") {
+TEST_CASE("each value comes back within scale/2 of its block, for lengths not a multiple of the block", "[quantize]") {
   for (int bits : {8, 4}) {
     for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{2048}, int64_t{2049}, int64_t{3 * 2048 + 1001}}) {
       for (int64_t block : {quant::kDefaultBlock, int64_t{64}}) {
@@ -105,7 +104,7 @@ TEST_CASE("values the format holds (k * scale, power-of-two scale) come back exa
     const quant::Layout layout = quant::layout_for(n, bits);
     for (int64_t i = 0; i < n; ++i) {
       k[i] = code(rng);
-      if (i % 2048 == 5) k[i] = (i / 2048) % 2 ? -max : max;  // every block reaches ±max_code
+      if (i % 2048 == 5) k[i] = (i / 2048) % 2 ? -max : max;                         // every block reaches ±max_code
       x[i] = std::ldexp(static_cast<float>(k[i]), -3 - static_cast<int>(i / 2048));  // scale 2^-3, 2^-4, 2^-5
     }
     const RoundTrip back = round_trip(x, layout);
@@ -151,8 +150,7 @@ TEST_CASE("zeros, a block of one value, and a single value", "[quantize]") {
   }
 }
 
-TEST_CASE("a block holding NaN or an infinity comes back all NaN; the other blocks are untouched",
-          "[quantize]") {
+TEST_CASE("a block holding NaN or an infinity comes back all NaN; the other blocks are untouched", "[quantize]") {
   const float bad_values[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                               -std::numeric_limits<float>::infinity()};
   for (int bits : {8, 4}) {
@@ -167,7 +165,8 @@ TEST_CASE("a block holding NaN or an infinity comes back all NaN; the other bloc
         if (i / 64 == 1) {
           REQUIRE(std::isnan(back.values[i]));
         } else {
-          REQUIRE(std::fabs(double(back.values[i]) - x[i]) <= reference_scale(x, 64, i / 64, quant::max_code(bits)) / 2 * (1 + 1e-5));
+          REQUIRE(std::fabs(double(back.values[i]) - x[i]) <=
+                  reference_scale(x, 64, i / 64, quant::max_code(bits)) / 2 * (1 + 1e-5));
         }
       }
       std::vector<float> sum(x.size(), 1.0f);
@@ -178,8 +177,7 @@ TEST_CASE("a block holding NaN or an infinity comes back all NaN; the other bloc
   }
 }
 
-TEST_CASE("dequantize_add adds the dequantized values in fp32; block ranges compose to the whole",
-          "[quantize]") {
+TEST_CASE("dequantize_add adds the dequantized values in fp32; block ranges compose to the whole", "[quantize]") {
   for (int bits : {8, 4}) {
     CAPTURE(bits);
     const int64_t n = 5 * 100 + 37;

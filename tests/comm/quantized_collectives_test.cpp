@@ -72,8 +72,7 @@ ds::comm::CommsLoggerSettings logging_on() {
 
 }  // namespace
 
-TEST_CASE("quantized_all_gather: every shard within scale/2 of its block, the records' bytes on the wire",
-          "[mpi]") {
+TEST_CASE("quantized_all_gather: every shard within scale/2 of its block, the records' bytes on the wire", "[mpi]") {
   Backend& world = ds::comm::world();
   const int n = world.world_size(), rank = world.rank();
   for (int bits : {8, 4}) {
@@ -138,7 +137,8 @@ void check_reduce_scatter(int per_node) {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
         CAPTURE(per_node, bits, m, ds::comm::to_string(op));
         std::vector<at::Tensor> inputs;
-        for (int r = 0; r < n; ++r) inputs.push_back(ds::test::seeded_tensor(ds::test::seed_of(43, r), n * m) * (r + 1));
+        for (int r = 0; r < n; ++r)
+          inputs.push_back(ds::test::seeded_tensor(ds::test::seed_of(43, r), n * m) * (r + 1));
         at::Tensor plain = at::empty({m});
         world.reduce_scatter_into(plain, inputs[rank], ReduceOp::Sum);
 
@@ -201,7 +201,8 @@ TEST_CASE("quantized_reduce_scatter over nodes of 2 (4 ranks: 2 nodes; 2 ranks: 
   check_reduce_scatter(2);
 }
 
-TEST_CASE("quantized_reduce_scatter with every rank a node of its own, and with one node of all (odd sizes too)", "[mpi]") {
+TEST_CASE("quantized_reduce_scatter with every rank a node of its own, and with one node of all (odd sizes too)",
+          "[mpi]") {
   check_reduce_scatter(1);
   check_reduce_scatter(ds::comm::get_world_size());
 }
@@ -218,6 +219,7 @@ TEST_CASE("quantized_reduce_scatter names a group that is not this rank's node, 
                       Catch::Contains("is not this rank's node"));
   CHECK_THROWS_WITH(ds::comm::quantized_reduce_scatter(world, world, at::empty({4}), at::ones({n * 4 + 1}), 8),
                     Catch::Contains("input has " + std::to_string(n * 4 + 1) + " values"));
-  CHECK_THROWS_WITH(ds::comm::quantized_reduce_scatter(world, world, at::empty({4}), at::ones({n * 4}), 8, ReduceOp::Max),
-                    Catch::Contains("sum or avg"));
+  CHECK_THROWS_WITH(
+      ds::comm::quantized_reduce_scatter(world, world, at::empty({4}), at::ones({n * 4}), 8, ReduceOp::Max),
+      Catch::Contains("sum or avg"));
 }
