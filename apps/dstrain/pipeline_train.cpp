@@ -1,15 +1,19 @@
 #include "pipeline_train.hpp"
 
 #include <chrono>
+#include <type_traits>
+#include <variant>
 
 #include "dstrain/engine/models/activation_checkpointing.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/checkpoint_schedule.hpp"
 #include "dstrain/engine/data/token_source.hpp"
+#include "dstrain/engine/model_pipelines.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
+#include "model_choice.hpp"
 #include "train_command.hpp"
 #include "train_report.hpp"
 
@@ -33,18 +37,26 @@ std::string resume_tag(const PipelineEngine& engine, const std::string& save_dir
   return chosen;
 }
 
+// The model's own layers, as the model builds its slices (model_pipelines.hpp).
+PipelineModule pipeline_module(const ModelChoice& choice, const std::string& partition_method) {
+  return std::visit(
+      [&](const auto& model) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(model)>, models::GPTConfig>)
+          return gpt_pipeline_module(model, partition_method);
+        else
+          return llama_pipeline_module(model, partition_method);
+      },
+      choice.config);
+}
+
 }  // namespace
 
 int run_pipeline_training(const Config& config, const TrainOptions& options, const TrainerBlock& trainer, int64_t steps,
                           std::shared_ptr<comm::Backend> world, Preemption& preemption) {
-  if (trainer.model.value("type", "gpt") != "gpt")
-    throw Error("the pipeline trainer builds the GPT only (PipelineEngine's stages are GPT slices)")
-        .with_key("dstrain.model.type");
-  auto model_config = models::GPTConfig::from_json(trainer.model);
-  model_config.activation_checkpoint_interval = activation_checkpoint_interval(config);
-  auto source = data::make_token_source(trainer.data, model_config.vocab_size, model_config.block_size);
+  const ModelChoice choice = choose_model(trainer.model, activation_checkpoint_interval(config));
+  auto source = data::make_token_source(trainer.data, choice.vocab_size(), choice.max_sequence_length());
   const int64_t baseline_rss = process_memory().rss_bytes;
-  PipelineEngine engine(model_config, config, world);
+  PipelineEngine engine(pipeline_module(choice, config.pipeline().partition), config, world);
   if (options.resume) {
     const std::string tag = resume_tag(engine, options.save_dir, options.tag);
     log::info("checkpoint: resuming every stage from ", tag);
@@ -57,8 +69,8 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, con
       {options.save_dir.empty() ? "" : engine.checkpoint_dir(options.save_dir), options.save_interval, options.keep_last});
 
   TrainReport report(*world, baseline_rss, options.metrics_path, options.progress, steps, config.training().steps_per_print,
-                     model_config.block_size, config.untyped());
-  log::info("model: GPT with ", model_config.n_layer, " layers, ", model_config.n_embd, " wide, in ",
+                     choice.max_sequence_length(), config.untyped());
+  log::info("model: ", choice.summary(), ", in ",
             engine.grid().stages(), " pipeline stages x ", engine.grid().replicas(), " replicas, ",
             core.gradient_accumulation_steps(), " micro-batches of ", core.train_micro_batch_size_per_gpu(),
             "; training ", steps, " steps");

@@ -6,7 +6,8 @@
 #   - `dstrain eval` on stage 3's checkpoint prints its last val_loss (--batch-size = 2 ranks x micro);
 #   - `dstrain generate` echoes the prompt and streams as many tokens as asked, the same text for the
 #     same seed; too many new tokens is an error naming max_position_embeddings;
-#   - the pipeline trainer refuses the Llama naming dstrain.model.type.
+#   - the pipeline trainer at 2 stages (-np 2, twice the micro-batches: the same global batch) with
+#     stage 0's losses.
 set -euo pipefail
 dstrain=$1 source=$2
 shift 2
@@ -60,5 +61,16 @@ expect_error() {  # expect_error TEXT COMMAND...: the command fails and says TEX
 }
 expect_error "passes the model's max_position_embeddings 32" \
   "$dstrain" generate --checkpoint "$work/ckpt3" --prompt "The " --max-new-tokens 40
-expect_error "dstrain.model.type" "$@" -np 2 "$dstrain" "${common[@]}" --set pipeline.stages=2
+"$@" -np 2 "$dstrain" "${common[@]}" --set pipeline.stages=2 --set gradient_accumulation_steps=2 \
+  --metrics "$work/pipe.jsonl" > "$work/pipe.log" 2>&1 || { cat "$work/pipe.log"; exit 1; }
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+reference = [json.loads(l)["loss"] for l in open(f"{work}/s0.jsonl")]
+piped = [json.loads(l)["loss"] for l in open(f"{work}/pipe.jsonl")]
+assert len(piped) == len(reference), (piped, reference)
+for step, (loss, ref) in enumerate(zip(piped, reference)):
+    assert abs(loss - ref) <= 1e-5 * abs(ref), ("pipeline", step + 1, loss, ref)
+print("pipeline, 2 stages: the same losses", piped)
+PY
 echo "llama trainer OK"
