@@ -56,36 +56,19 @@ void refuse_unless_memory_fits(const Config& config, const models::GPTConfig& gp
   throw error;
 }
 
-// The file system a path is on, to add up the swap files of paths that share one; the path itself
-// where it cannot be read (its check then says why).
-std::string file_system_of(const std::string& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 ? "device " + std::to_string(info.st_dev) : path;
-}
+// Bytes of swap files one rank writes under one nvme_path.
+struct SwapFiles {
+  std::string key;   // e.g. "zero_optimization.offload_optimizer.nvme_path"
+  std::string path;
+  std::string what;  // e.g. "optimizer state and gradients"
+  int64_t bytes = 0;
+};
 
-void refuse_unless_disk_fits(const Config& given, const ZeroConfig& planned, const std::vector<int64_t>& numels,
-                             int world, int ranks_per_node) {
-  const std::vector<SwapFiles> files = swap_files_per_rank(given, planned, numels, world);
-  std::vector<std::string> checked;
-  for (const SwapFiles& first : files) {
-    const std::string device = file_system_of(first.path);
-    if (std::find(checked.begin(), checked.end(), device) != checked.end()) continue;
-    checked.push_back(device);
-    int64_t per_rank = 0;
-    std::string parts;
-    for (const SwapFiles& f : files)
-      if (file_system_of(f.path) == device && f.bytes > 0) {
-        per_rank += f.bytes;
-        parts += (parts.empty() ? "" : ", ") + f.what + " " + std::to_string(f.bytes) + " bytes";
-      }
-    const std::string who = ranks_per_node == 1 ? "this rank (" + parts + ")"
-                                                : "this node (" + std::to_string(ranks_per_node) + " ranks, each " + parts + ")";
-    io::check_swap_path(first.path, first.key, who, per_rank * ranks_per_node);
-  }
-}
-
-}  // namespace
-
+// Each rank's swap files (every rank writes as many) for a model of trainable parameter sizes
+// `numels` at `world` data-parallel ranks, padded as the swappers pad them: the optimizer's files,
+// the parameter file and, at stage 3 on several ranks, Init's build file (on disk with the others
+// until the engine has taken its chunks over). `planned`: the knobs the engine runs with
+// (MemoryPlan::zero); Init builds with `given`'s persistence threshold. Empty without NVMe offload.
 std::vector<SwapFiles> swap_files_per_rank(const Config& given, const ZeroConfig& planned,
                                            const std::vector<int64_t>& numels, int world) {
   std::vector<SwapFiles> files;
@@ -125,6 +108,36 @@ std::vector<SwapFiles> swap_files_per_rank(const Config& given, const ZeroConfig
   }
   return files;
 }
+
+// The file system a path is on, to add up the swap files of paths that share one; the path itself
+// where it cannot be read (its check then says why).
+std::string file_system_of(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 ? "device " + std::to_string(info.st_dev) : path;
+}
+
+void refuse_unless_disk_fits(const Config& given, const ZeroConfig& planned, const std::vector<int64_t>& numels,
+                             int world, int ranks_per_node) {
+  const std::vector<SwapFiles> files = swap_files_per_rank(given, planned, numels, world);
+  std::vector<std::string> checked;
+  for (const SwapFiles& first : files) {
+    const std::string device = file_system_of(first.path);
+    if (std::find(checked.begin(), checked.end(), device) != checked.end()) continue;
+    checked.push_back(device);
+    int64_t per_rank = 0;
+    std::string parts;
+    for (const SwapFiles& f : files)
+      if (file_system_of(f.path) == device && f.bytes > 0) {
+        per_rank += f.bytes;
+        parts += (parts.empty() ? "" : ", ") + f.what + " " + std::to_string(f.bytes) + " bytes";
+      }
+    const std::string who = ranks_per_node == 1 ? "this rank (" + parts + ")"
+                                                : "this node (" + std::to_string(ranks_per_node) + " ranks, each " + parts + ")";
+    io::check_swap_path(first.path, first.key, who, per_rank * ranks_per_node);
+  }
+}
+
+}  // namespace
 
 void refuse_unless_fits(const Config& given, const models::GPTConfig& gpt, int world) {
   Config config = given;

@@ -12,30 +12,10 @@
 // they were.
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/runtime/config.hpp"
 
 namespace ds {
-
-// Bytes of swap files one rank writes under one nvme_path.
-struct SwapFiles {
-  std::string key;   // e.g. "zero_optimization.offload_optimizer.nvme_path"
-  std::string path;
-  std::string what;  // e.g. "optimizer state and gradients"
-  int64_t bytes = 0;
-};
-
-// Each rank's swap files (every rank writes as many) for a model of trainable parameter sizes
-// `numels` at `world` data-parallel ranks, padded as the swappers pad them: the optimizer's files,
-// the parameter file and, at stage 3 on several ranks, Init's build file (on disk with the others
-// until the engine has taken its chunks over). `planned`: the knobs the engine runs with
-// (MemoryPlan::zero); Init builds with `given`'s persistence threshold. Empty without NVMe offload.
-std::vector<SwapFiles> swap_files_per_rank(const Config& given, const ZeroConfig& planned,
-                                           const std::vector<int64_t>& numels, int world);
 
 // ds::Error naming the key and the path; returns when the peak fits (or no limit is known) and
 // the disks hold the swap files. `world` is the data-parallel world size; the ranks on this node
