@@ -24,6 +24,7 @@
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
 #include "dstrain/zero/init.hpp"
+#include "consistency_check.hpp"
 #include "evaluation.hpp"
 #include "model_choice.hpp"
 #include "pipeline_train.hpp"
@@ -157,6 +158,8 @@ int run_training(const TrainOptions& options) {
       placement.backend, std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options.comm_timeout_seconds * 1000))));
   world->comms_logger().configure(
       comm::CommsLoggerSettings::from_json(config.untyped().value("comms_logger", nlohmann::json())));
+  // Before anything slow or node-specific: a node with another build or config ends the job here.
+  check_same_build_and_config(*world, config.to_json().dump() + "\ninit_from=" + init_from, placement.device);
   // One job at a time in a save folder: rank 0 holds the lock until the run ends. A bad --save-dir
   // fails here, before step 1.
   std::optional<SaveDirLock> lock;
