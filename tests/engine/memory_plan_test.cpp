@@ -273,3 +273,22 @@ TEST_CASE("the plan's swap buffers are what the swappers allocate", "[memory_pla
   REQUIRE(plan.param_swap_memory == params.memory_bytes());
   REQUIRE(plan.model_state.optimizer == 0);
 }
+
+TEST_CASE("stage 0 counts the all-reduce's temporary, as large as the buckets in flight", "[memory_plan]") {
+  const ds::ModelShape shape = ds::gpt_shape(ds::models::GPTConfig::from_json(gpt_block(4, 128)));
+  int64_t whole = 0, largest = 0;
+  for (int64_t numel : shape.numels) whole += numel, largest = std::max(largest, numel);
+  // DeepSpeed's default bucket (5e8) holds the whole model: one all-reduce of all of it.
+  REQUIRE(ds::size_memory(config_with({{"stage", 0}}, 2), shape, 2).reduce_buckets == 4 * whole);
+  // One rank reduces nothing; the buckets are the gradient shard's own slices.
+  REQUIRE(ds::size_memory(config_with({{"stage", 0}}, 1), shape, 1).reduce_buckets == 0);
+  // Buckets of at least the largest parameter each: one in flight, or two with overlap_comm, each
+  // with its temporary; a bucket passes its size by less than one parameter.
+  for (bool overlap : {false, true}) {
+    const ds::MemoryPlan small = ds::size_memory(
+        config_with({{"stage", 0}, {"reduce_bucket_size", largest}, {"overlap_comm", overlap}}, 2), shape, 2);
+    const int64_t in_flight = overlap ? 2 : 1;
+    REQUIRE(small.reduce_buckets >= in_flight * 4 * largest);
+    REQUIRE(small.reduce_buckets < in_flight * 4 * 2 * largest);
+  }
+}

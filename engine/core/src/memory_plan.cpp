@@ -95,11 +95,15 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   plan.backward_gradients =
       db * (zero.stage <= 1 && config.batch_resolved() && config.gradient_accumulation_steps() > 1 ? whole : largest);
 
-  // Reduced in place in the shard when there is one partition and no sink; otherwise each bucket
-  // packs into a buffer of its own, two in flight when overlapping (zero/buffer_sizes.hpp), and
-  // each reduce-scatter in flight holds a temporary as large as its input inside Open MPI (coll
-  // base's ring and recursive-halving algorithms accumulate the whole input).
-  if (partitions > 1 || nvme_gradients) {
+  // Each bucket in flight (two when overlapping, zero/buffer_sizes.hpp) costs a buffer of its own
+  // when it is packed for a reduce-scatter or a swap file; with one partition and no sink it is the
+  // shard's own slice, reduced in place, and costs none. With more than one rank every collective
+  // in flight also holds a temporary as large as its input inside Open MPI: libnbc's in-place
+  // MPI_Iallreduce (stage 0; a binomial tree) reduces into a buffer the size of each piece it is
+  // given, and coll base's reduce-scatter algorithms accumulate the whole input. Measured at stage
+  // 0 (25M GPT fp32, -np 2): one bucket of the whole model (DeepSpeed's 5e8) peaks 97 MB (one
+  // model of fp32) above 1M-element buckets, 746 against 649 MB.
+  if (world > 1 || nvme_gradients) {
     int64_t widest = 0;
     const auto buckets = zero::reduce_buckets(packed, zero.reduce_bucket_size);
     for (const zero::BucketRange& range : buckets) {
@@ -108,8 +112,10 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
       widest = std::max(widest, numel);
     }
     const int64_t in_flight = std::min<int64_t>(zero.overlap_comm ? 2 : 1, static_cast<int64_t>(buckets.size()));
-    const int64_t collective_temporary = partitions > 1 ? widest : 0;
-    plan.reduce_buckets = in_flight * 4 * (widest + collective_temporary + (nvme_gradients ? widest / partitions : 0));
+    const int64_t bucket_buffer = partitions > 1 || nvme_gradients ? widest : 0;
+    const int64_t collective_temporary = world > 1 ? widest : 0;
+    plan.reduce_buckets =
+        in_flight * 4 * (bucket_buffer + collective_temporary + (nvme_gradients ? widest / partitions : 0));
   }
 
   if (zero.stage == 3) {
@@ -269,8 +275,9 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
   const std::string from_d = "d = " + std::to_string(d);
   if (d > 0) {
     // At stage 0 the buckets are the gradient shard's own slices, reduced in place: their size costs
-    // no memory, and d*d buckets only multiply the all-reduces (3.3M GPT at -np 4: reduce wait
-    // 15 -> 80 ms). There the size is chosen only for an "auto", as Hugging Face resolves it.
+    // only the all-reduce's temporary (halved below when the budget needs it), and d*d buckets
+    // multiply the all-reduces (3.3M GPT at -np 4: reduce wait 15 -> 80 ms). There the size is
+    // chosen only for an "auto", as Hugging Face resolves it.
     if (zero.stage >= 1 || config.is_auto("zero_optimization.reduce_bucket_size"))
       choose("reduce_bucket_size", d * d, "d*d (Hugging Face), " + from_d, knob("reduce_bucket_size").set);
     if (zero.stage == 3) {
