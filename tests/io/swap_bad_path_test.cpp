@@ -51,7 +51,7 @@ void expect_refused(const std::string& path, int64_t needed, const std::string& 
   const size_t entries = static_cast<size_t>(std::distance(std::filesystem::directory_iterator(path), {}));
   const std::function<void()> calls[] = {
       [&] { ds::io::make_swap_folder(path, "dstrain-param-rank0", kKey, needed); },
-      [&] { ds::io::check_swap_path(path, kKey, "the 2 ranks of this node", needed); }};
+      [&] { ds::io::check_swap_path(path, kKey, "this node (2 ranks)", needed); }};
   for (const auto& call : calls) {
     try {
       call();
@@ -120,6 +120,6 @@ TEST_CASE("a swap path with less room than the swap files names the bytes needed
   // small disk here).
   pass_or_skip(on_mount(dir.path(), "tmpfs", "size=1m", [&] { expect_refused(dir.path(), 2 << 20, "is too small"); }));
   // With room, the node-wide check passes and leaves nothing behind.
-  ds::io::check_swap_path(dir.path(), kKey, "the 2 ranks of this node", 1 << 20);
+  ds::io::check_swap_path(dir.path(), kKey, "this node (2 ranks)", 1 << 20);
   CHECK(std::filesystem::is_empty(dir.path()));
 }

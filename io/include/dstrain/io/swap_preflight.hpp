@@ -23,7 +23,7 @@ namespace ds::io {
 std::string make_swap_folder(const std::string& nvme_path, const std::string& prefix, const std::string& key,
                              int64_t bytes_needed);
 
-// The same checks for `bytes_needed` bytes that `who` (e.g. "the 2 ranks of this node") will
+// The same checks for `bytes_needed` bytes that `who` (e.g. "this node (2 ranks)") will
 // write, leaving nothing behind: for a start-up check before any swapper exists, when ranks that
 // share a disk must fit together.
 void check_swap_path(const std::string& nvme_path, const std::string& key, const std::string& who,
