@@ -72,11 +72,11 @@ void check_same_build_and_config(comm::Backend& world, const std::string& effect
     if (h[2 * r + 1] != h[1])
       what.push_back("config (effective config crc32c " + hex(h[2 * r + 1]) + ", rank 0's " + hex(h[1]) + ")");
     if (what.empty()) continue;
-    differences += "; rank " + std::to_string(r) + " on " + host_of(r) + ": " + what[0];
-    if (what.size() == 2) differences += " and " + what[1];
+    differences += "; rank " + std::to_string(r) + " on host " + host_of(r) + " differs in its " + what[0];
+    if (what.size() == 2) differences += " and its " + what[1];
   }
   if (!differences.empty())
-    throw Error("ranks differ from rank 0 (on " + host_of(0) + ") in build or config" + differences +
+    throw Error("not every rank runs rank 0's build and config (rank 0 on host " + host_of(0) + ")" + differences +
                 ": run the same dstrain executable with the same config and --set on every node");
   log::info("start check: ", n, " ranks run the same build (executable crc32c ", hex(h[0]), ") and config (crc32c ",
             hex(h[1]), ")");
