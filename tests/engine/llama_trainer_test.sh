@@ -7,7 +7,8 @@
 #   - `dstrain generate` echoes the prompt and streams as many tokens as asked, the same text for the
 #     same seed; too many new tokens is an error naming max_position_embeddings;
 #   - the pipeline trainer at 2 stages (-np 2, twice the micro-batches: the same global batch) with
-#     stage 0's losses.
+#     stage 0's losses; with tie_word_embeddings (the first and last stage summing the tied
+#     embedding's gradient), the losses of the data-parallel run with it.
 set -euo pipefail
 dstrain=$1 source=$2
 shift 2
@@ -61,16 +62,28 @@ expect_error() {  # expect_error TEXT COMMAND...: the command fails and says TEX
 }
 expect_error "passes the model's max_position_embeddings 32" \
   "$dstrain" generate --checkpoint "$work/ckpt3" --prompt "The " --max-new-tokens 40
-"$@" -np 2 "$dstrain" "${common[@]}" --set pipeline.stages=2 --set gradient_accumulation_steps=2 \
-  --metrics "$work/pipe.jsonl" > "$work/pipe.log" 2>&1 || { cat "$work/pipe.log"; exit 1; }
+pipeline=(--set pipeline.stages=2 --set gradient_accumulation_steps=2)
+tied=(--set dstrain.model.tie_word_embeddings=true)
+launcher=("$@")  # the MPI launcher
+run() {  # run NAME ARGS...: the trainer at -np 2 with its metrics in NAME.jsonl
+  local name=$1; shift
+  "${launcher[@]}" -np 2 "$dstrain" "${common[@]}" "$@" --metrics "$work/$name.jsonl" > "$work/$name.log" 2>&1 \
+    || { cat "$work/$name.log"; exit 1; }
+}
+run pipe "${pipeline[@]}"
+run tied "${tied[@]}"
+run tied_pipe "${tied[@]}" "${pipeline[@]}"
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
-reference = [json.loads(l)["loss"] for l in open(f"{work}/s0.jsonl")]
-piped = [json.loads(l)["loss"] for l in open(f"{work}/pipe.jsonl")]
-assert len(piped) == len(reference), (piped, reference)
-for step, (loss, ref) in enumerate(zip(piped, reference)):
-    assert abs(loss - ref) <= 1e-5 * abs(ref), ("pipeline", step + 1, loss, ref)
-print("pipeline, 2 stages: the same losses", piped)
+def losses(name):
+    return [json.loads(l)["loss"] for l in open(f"{work}/{name}.jsonl")]
+for piped_name, reference_name in (("pipe", "s0"), ("tied_pipe", "tied")):
+    piped, reference = losses(piped_name), losses(reference_name)
+    assert len(piped) == len(reference) == 6, (piped_name, piped, reference)
+    for step, (loss, ref) in enumerate(zip(piped, reference)):
+        assert abs(loss - ref) <= 1e-5 * abs(ref), (piped_name, step + 1, loss, ref)
+    print(piped_name, "at 2 pipeline stages: the same losses as", reference_name, piped)
+assert losses("tied") != losses("s0"), "tie_word_embeddings changed nothing"
 PY
 echo "llama trainer OK"
