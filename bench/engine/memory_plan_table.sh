@@ -35,7 +35,7 @@ print(f"{predicted:.0f} | {measured:.0f} | {measured / predicted:.3f} | {measure
 PY
 )
       [ "$stage" = 0 ] && stage0=${row##*|}
-      echo "| $model | $ranks | $stage | ${row%|*}"
+      echo "| $model | $ranks | $stage | ${row%|*}|"
     done
   done
 done
