@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "dstrain/engine/models/activation_checkpointing.hpp"
 #include "dstrain/runtime/error.hpp"
 
@@ -37,13 +39,13 @@ class LayerStageImpl : public torch::nn::Module {
         checkpoint_interval_(checkpoint_interval) {}
 
   void add_layer(int index, const LayerSpec& spec) {
-    Layer layer{spec.build()};
+    Layer layer{spec.build(), nullptr, at::Tensor()};
     register_module(std::to_string(index), layer.module.ptr());
     layers_.push_back(std::move(layer));
   }
 
   // The key's module, built by `build` on its first use on this stage.
-  void add_tied_layer(const TiedLayerSpec& spec, const std::function<torch::nn::AnyModule()>& build) {
+  void add_tied_layer(const TiedLayerSpec& spec, const LayerFactory& build) {
     auto [it, inserted] = tied_.try_emplace(spec.key);
     if (inserted) {
       it->second = build();
@@ -70,8 +72,12 @@ class LayerStageImpl : public torch::nn::Module {
         return h;
       };
       // ds::checkpoint reaches the parameters' gradients only through its input's: a run whose
-      // input needs no gradient (the first stage's first) keeps its activations instead.
-      x = recompute && x.requires_grad() ? checkpoint(run, x) : run(x);
+      // input needs no gradient (the first stage's first) keeps its activations instead. So does
+      // a run with a tied layer: its recomputation's backward would deliver the tied parameter's
+      // gradient to the reducer a second time when another layer of the stage uses it too.
+      const bool has_tied = std::any_of(layers_.begin() + start, layers_.begin() + end,
+                                        [](const Layer& layer) { return layer.tied != nullptr; });
+      x = recompute && x.requires_grad() && !has_tied ? checkpoint(run, x) : run(x);
     }
     return x;
   }

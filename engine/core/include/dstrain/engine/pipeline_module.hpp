@@ -21,7 +21,9 @@
 // (ReduceTiedGrads), so their copies stay equal.
 // With activation_checkpoint_interval = k > 0, training recomputes each run of k layers of a stage
 // in backward (ds::checkpoint), except a run whose input needs no gradient (the first stage's
-// first, from the loaded inputs), which keeps its activations: its parameters' gradients need them.
+// first, from the loaded inputs: its parameters' gradients need its activations) and a run with a
+// tied layer (the tied parameter may be used outside the run too, and the reducer takes each
+// gradient once per backward): those keep their activations.
 //
 // A model that already builds its own contiguous slices with the same seeding (the built-in GPT
 // and Llama: gpt_pipeline_module, llama_pipeline_module) joins as a SlicedModel instead, so its
