@@ -11,6 +11,7 @@
 #include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/zero/buffer_sizes.hpp"
 #include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/zero/param_swapper.hpp"
 
@@ -291,4 +292,16 @@ TEST_CASE("stage 0 counts the all-reduce's temporary, as large as the buckets in
     REQUIRE(small.reduce_buckets >= in_flight * 4 * largest);
     REQUIRE(small.reduce_buckets < in_flight * 4 * 2 * largest);
   }
+}
+
+TEST_CASE("the reducer's bucket buffers: the one packing, those in flight, and the spares kept", "[memory_plan]") {
+  // Equal buckets: with two in flight the third buffer is taken before the first is done, and from
+  // then on a spare always fits.
+  REQUIRE(ds::zero::reduce_buffer_numel({100, 100, 100, 100, 100, 100}, 2) == 300);
+  // Waited for at launch: one buffer, reused throughout.
+  REQUIRE(ds::zero::reduce_buffer_numel({100, 100, 100, 100}, 0) == 100);
+  // Each bucket larger than the last: no spare ever fits, and every one is kept until backward ends.
+  REQUIRE(ds::zero::reduce_buffer_numel({100, 200, 300, 400}, 0) == 1000);
+  // A small spare is skipped for a large bucket but taken by the next small one.
+  REQUIRE(ds::zero::reduce_buffer_numel({100, 400, 100}, 0) == 500);
 }

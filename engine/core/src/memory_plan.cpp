@@ -95,27 +95,30 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   plan.backward_gradients =
       db * (zero.stage <= 1 && config.batch_resolved() && config.gradient_accumulation_steps() > 1 ? whole : largest);
 
-  // Each bucket in flight (two when overlapping, zero/buffer_sizes.hpp) costs a buffer of its own
-  // when it is packed for a reduce-scatter or a swap file; with one partition and no sink it is the
-  // shard's own slice, reduced in place, and costs none. With more than one rank every collective
-  // in flight also holds a temporary as large as its input inside Open MPI: libnbc's in-place
-  // MPI_Iallreduce (stage 0; a binomial tree) reduces into a buffer the size of each piece it is
-  // given, and coll base's reduce-scatter algorithms accumulate the whole input. Measured at stage
-  // 0 (25M GPT fp32, -np 2): one bucket of the whole model (DeepSpeed's 5e8) peaks 97 MB (one
-  // model of fp32) above 1M-element buckets, 746 against 649 MB.
-  if (world > 1 || nvme_gradients) {
-    int64_t widest = 0;
-    const auto buckets = zero::reduce_buckets(packed, zero.reduce_bucket_size);
-    for (const zero::BucketRange& range : buckets) {
+  // A bucket packed for a reduce-scatter or a swap file has a buffer of its own, up to four at once
+  // with overlap_comm (zero::reduce_buffer_numel: the one packing, two in flight, one kept for
+  // reuse; measured at 100M, ZeRO-3, -np 4: 55 MB where two would be 34); with one partition and
+  // no sink each bucket is the gradient shard's own slice, reduced in place, and costs none. With
+  // more than one rank each collective in flight (one, two with overlap_comm) also holds a
+  // temporary as large as its input inside Open MPI: libnbc's in-place MPI_Iallreduce (stage 0; a
+  // binomial tree) reduces into a buffer the size of each piece it is given, and coll base's
+  // reduce-scatter algorithms accumulate the whole input. Measured at stage 0 (25M GPT fp32,
+  // -np 2): one bucket of the whole model (DeepSpeed's 5e8) peaks 97 MB (one model of fp32) above
+  // 1M-element buckets, 746 against 649 MB.
+  if ((world > 1 || nvme_gradients) && !packed.empty()) {
+    std::vector<int64_t> bucket_numels;
+    for (const zero::BucketRange& range : zero::reduce_buckets(packed, zero.reduce_bucket_size)) {
       int64_t numel = 0;
       for (size_t i = range.first; i <= range.last; ++i) numel += packed[i];
-      widest = std::max(widest, numel);
+      bucket_numels.push_back(numel);
     }
-    const int64_t in_flight = std::min<int64_t>(zero.overlap_comm ? 2 : 1, static_cast<int64_t>(buckets.size()));
-    const int64_t bucket_buffer = partitions > 1 || nvme_gradients ? widest : 0;
-    const int64_t collective_temporary = world > 1 ? widest : 0;
-    plan.reduce_buckets =
-        in_flight * 4 * (bucket_buffer + collective_temporary + (nvme_gradients ? widest / partitions : 0));
+    const int64_t widest = *std::max_element(bucket_numels.begin(), bucket_numels.end());
+    const int64_t in_flight = std::min<int64_t>(zero.overlap_comm ? 2 : 1, static_cast<int64_t>(bucket_numels.size()));
+    const int64_t bucket_buffers =
+        partitions > 1 || nvme_gradients ? zero::reduce_buffer_numel(bucket_numels, zero.overlap_comm ? 2 : 0) : 0;
+    const int64_t collective_temporaries = world > 1 ? in_flight * widest : 0;
+    const int64_t sink_staging = nvme_gradients ? in_flight * (widest / partitions) : 0;
+    plan.reduce_buckets = 4 * (bucket_buffers + collective_temporaries + sink_staging);
   }
 
   if (zero.stage == 3) {

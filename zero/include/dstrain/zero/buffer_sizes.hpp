@@ -32,6 +32,33 @@ inline std::vector<BucketRange> reduce_buckets(const std::vector<int64_t>& numel
   return buckets;
 }
 
+// GradientReducer's bucket buffers (a bucket packed for a reduce-scatter or a swap file), in
+// elements, at the most: each bucket's buffer is taken when its first gradient arrives, while
+// `in_flight` buckets before it are still being reduced (GradientReducer's two with overlap_comm,
+// none without: each is then waited for at its launch); a completed bucket's buffer is kept until
+// backward ends and handed to the first later bucket it fits. `bucket_numels`: each bucket's
+// packed elements in launch order, as reduce_buckets gives them.
+inline int64_t reduce_buffer_numel(const std::vector<int64_t>& bucket_numels, size_t in_flight) {
+  std::vector<int64_t> live, spares;
+  int64_t held = 0, most = 0;
+  for (int64_t numel : bucket_numels) {
+    auto fits = std::find_if(spares.begin(), spares.end(), [&](int64_t spare) { return spare >= numel; });
+    if (fits != spares.end()) {
+      live.push_back(*fits);
+      spares.erase(fits);
+    } else {
+      live.push_back(numel);
+      held += numel;
+    }
+    most = std::max(most, held);
+    while (live.size() > in_flight) {
+      spares.push_back(live.front());
+      live.erase(live.begin());
+    }
+  }
+  return most;
+}
+
 // OptimizerSwapper: sub-groups of sub_group_size elements (0 or more than the shard: one), rounded
 // up to the O_DIRECT alignment.
 inline int64_t optimizer_sub_group_numel(int64_t shard_numel, int64_t sub_group_size) {

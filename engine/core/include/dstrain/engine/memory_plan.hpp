@@ -56,7 +56,7 @@ struct MemoryPlan {
 
   ModelStateBytes model_state;       // resident after a step; swap buffers not included
   int64_t backward_gradients = 0;    // whole gradients in the model dtype held during backward
-  int64_t reduce_buckets = 0;        // the reducer's bucket buffers and MPI's temporaries (two in flight)
+  int64_t reduce_buckets = 0;        // the reducer's bucket buffers and MPI's temporaries
   int64_t gathered_parameters = 0;   // stage 3: whole parameters of the module in use + prefetch
   int64_t refresh_gather = 0;        // stages 1-2: the all-gather temporary of the weights' refresh
   int64_t optimizer_swap_buffers = 0;  // offload_optimizer: the master's and the state's sub-group buffers
