@@ -7,7 +7,7 @@
 # temporary as large):
 #   - the planner's budget is the cgroup's limit over the 2 ranks, and it names the cgroup;
 #   - each job's peak (memory.max_usage_in_bytes, or v2's memory.peak) is within 15% of the
-#     prediction: 2 x the plan's bytes above the process before the model, plus what the same job
+#     prediction: 2 x the plan's bytes above the process and the engine, plus what the same job
 #     costs the group with the default 2 x 128 GPT (measured first, its own plan subtracted).
 # Needs root and a writable memory controller (v1 or v2); exits 77 (skipped) without them.
 set -euo pipefail
@@ -44,7 +44,7 @@ import re, sys
 work = sys.argv[1]
 def plan(name):
     text = open(f"{work}/{name}.log").read()
-    m = re.search(r"memory plan: predicted peak ([\d.]+) MB per rank \(([\d.]+) MB before the model \+ ([\d.]+) MB\)"
+    m = re.search(r"memory plan: predicted peak ([\d.]+) MB per rank \(([\d.]+) MB for the process and the engine \+ ([\d.]+) MB\)"
                   r" of a budget of ([\d.]+) MB \(([^)]*)", text)
     assert m, f"no memory plan line in the {name} run's log"
     print(f"{name}: {m.group(0)}")

@@ -156,7 +156,7 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
     plan.activations = db * gpt_activation_elements(*shape.gpt, config.train_micro_batch_size_per_gpu(),
                                                     activation_checkpoint_interval(config));
   plan.checkpoint_bucket = checkpoint_bucket_bytes(zero.reduce_bucket_size);
-  plan.baseline = kProcessBaselineBytes;
+  plan.baseline = kProcessBaselineBytes + kEngineResidueBytes;
   return plan;
 }
 
@@ -436,7 +436,7 @@ Config plan_engine_memory(const Config& config, const torch::nn::Module& model, 
     for (const ChosenKnob& knob : plan.chosen)
       knobs += (knobs.empty() ? "" : ", ") + knob.key.substr(knob.key.rfind('.') + 1) + " " + std::to_string(knob.value) +
                " (" + knob.why + ")";
-    log::info("memory plan: predicted peak ", mb(plan.peak()), " per rank (", mb(plan.baseline), " before the model + ",
+    log::info("memory plan: predicted peak ", mb(plan.peak()), " per rank (", mb(plan.baseline), " for the process and the engine + ",
               mb(plan.peak() - plan.baseline), ")",
               plan.budget > 0 ? " of a budget of " + mb(plan.budget) + " (" + plan.budget_source + ")" : std::string(),
               knobs.empty() ? std::string("; every knob as configured") : "; chose " + knobs);
