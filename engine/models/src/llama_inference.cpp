@@ -1,6 +1,5 @@
 #include "dstrain/engine/models/llama_inference.hpp"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -59,19 +58,9 @@ at::Tensor forward_cached(LlamaImpl& model, const at::Tensor& tokens, KVCache& c
 
 std::vector<int64_t> generate(LlamaImpl& model, const std::vector<int64_t>& prompt, int64_t max_new_tokens,
                               const Sampling& sampling, uint64_t seed, const std::function<void(int64_t)>& on_token) {
-  if (prompt.empty()) throw Error("generation needs a prompt of at least one token");
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   KVCache cache;
-  at::Tensor input = torch::tensor(prompt, torch::kLong).unsqueeze(0);
-  std::vector<int64_t> generated;
-  for (int64_t n = 0; n < max_new_tokens; ++n) {
-    const at::Tensor logits = forward_cached(model, input, cache);
-    const int64_t token = sample_token(logits[0][-1], sampling, generator);
-    generated.push_back(token);
-    if (on_token) on_token(token);
-    input = torch::tensor({token}, torch::kLong).unsqueeze(0);
-  }
-  return generated;
+  return sample_sequence([&](const at::Tensor& tokens) { return forward_cached(model, tokens, cache); }, prompt,
+                         max_new_tokens, sampling, seed, on_token);
 }
 
 }  // namespace ds::models

@@ -23,7 +23,7 @@ namespace ds::models {
 // dstrain.model.max_position_embeddings when the positions would pass it.
 at::Tensor forward_cached(LlamaImpl& model, const at::Tensor& tokens, KVCache& cache);
 
-// gpt_inference.hpp's generate, for the Llama.
+// gpt_inference.hpp's generate, for the Llama (both run token_sampler.hpp's sample_sequence).
 std::vector<int64_t> generate(LlamaImpl& model, const std::vector<int64_t>& prompt, int64_t max_new_tokens,
                               const Sampling& sampling, uint64_t seed,
                               const std::function<void(int64_t)>& on_token = {});

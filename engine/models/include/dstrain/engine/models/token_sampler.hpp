@@ -7,6 +7,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 namespace ds::models {
 
@@ -17,5 +19,14 @@ struct Sampling {
 
 // logits: [vocab_size]. Returns the chosen token id.
 int64_t sample_token(const at::Tensor& logits, const Sampling& sampling, at::Generator& generator);
+
+// The decoding loop every model's generate shares: the prompt (non-empty) through `forward` once,
+// then one position per new token; returns the max_new_tokens tokens chosen by sample_token from a
+// generator seeded with `seed`, each handed to on_token as soon as it is chosen. forward maps
+// tokens [1, t] (int64) to logits [1, t, vocab_size] of those positions, continuing a cache.
+std::vector<int64_t> sample_sequence(const std::function<at::Tensor(const at::Tensor&)>& forward,
+                                     const std::vector<int64_t>& prompt, int64_t max_new_tokens,
+                                     const Sampling& sampling, uint64_t seed,
+                                     const std::function<void(int64_t)>& on_token);
 
 }  // namespace ds::models
