@@ -43,19 +43,7 @@ ds::Config make_config(int stage, int micro, int accumulation) {
 std::vector<double> reference_losses(int steps, int global_batch) {
   torch::manual_seed(kSeed);
   ds::models::GPT model(ds::models::GPTConfig::from_json(model_block()));
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(kLr).weight_decay(0.01));
-  auto source = training_loop::synthetic_source();
-  std::vector<double> losses;
-  for (int step = 0; step < steps; ++step) {
-    optimizer.zero_grad();
-    ds::data::Batch batch = source->batch(step, 0, 0, 1, global_batch);
-    at::Tensor loss = ds::models::cross_entropy_loss(model->forward(batch.inputs), batch.targets);
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 0.5);
-    optimizer.step();
-    losses.push_back(loss.item<double>());
-  }
-  return losses;
+  return training_loop::train_plain_adamw(model, steps, global_batch, kLr, 0.01, 0.5);
 }
 
 struct Run {

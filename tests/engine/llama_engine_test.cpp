@@ -62,19 +62,7 @@ std::shared_ptr<Engine> make_engine(const nlohmann::json& config) {
 std::vector<double> reference_losses() {
   torch::manual_seed(kSeed);
   ds::models::Llama model = make_model();
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(kLr).weight_decay(0.01));
-  auto source = training_loop::synthetic_source();
-  std::vector<double> losses;
-  for (int step = 0; step < kSteps; ++step) {
-    optimizer.zero_grad();
-    ds::data::Batch batch = source->batch(step, 0, 0, 1, kGlobalBatch);
-    at::Tensor loss = ds::models::cross_entropy_loss(model->forward(batch.inputs), batch.targets);
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 0.5);
-    optimizer.step();
-    losses.push_back(loss.item<double>());
-  }
-  return losses;
+  return training_loop::train_plain_adamw(model, kSteps, kGlobalBatch, kLr, 0.01, 0.5);
 }
 
 void require_close(const std::vector<double>& actual, const std::vector<double>& expected, double relative) {

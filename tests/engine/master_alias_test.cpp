@@ -42,14 +42,7 @@ std::shared_ptr<ds::Engine<ds::models::GPT>> make_engine(bool bf16) {
 // The same model trained by plain LibTorch AdamW on one process over the whole global batch.
 std::map<std::string, at::Tensor> reference_weights() {
   ds::models::GPT model = make_model();
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay));
-  auto source = training_loop::synthetic_source();
-  for (int step = 0; step < kSteps; ++step) {
-    optimizer.zero_grad();
-    ds::data::Batch batch = source->batch(step, 0, 0, 1, kGlobalBatch);
-    ds::models::cross_entropy_loss(model->forward(batch.inputs), batch.targets).backward();
-    optimizer.step();
-  }
+  training_loop::train_plain_adamw(model, kSteps, kGlobalBatch, kLr, kWeightDecay);
   std::map<std::string, at::Tensor> weights;
   for (const auto& item : model->named_parameters()) weights[item.key()] = item.value().detach().clone();
   return weights;

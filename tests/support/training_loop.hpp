@@ -1,6 +1,7 @@
-// The small training loop the engine tests share: a few steps of an engine on a synthetic token
+// The small training loops the engine tests share: a few steps of an engine on a synthetic token
 // source, each step feeding this rank's share of the global batch as the engine's micro-batches
-// (forward, cross-entropy, backward, step), as the trainer does.
+// (forward, cross-entropy, backward, step), as the trainer does; and the plain LibTorch reference
+// they are checked against.
 #pragma once
 
 #include <torch/torch.h>
@@ -48,6 +49,27 @@ std::vector<double> train(ds::Engine<Model>& engine, int64_t steps, const ds::da
 template <class Model>
 std::vector<double> train(ds::Engine<Model>& engine, int64_t steps) {
   return train(engine, steps, *synthetic_source());
+}
+
+// The independent reference: `steps` steps of torch::optim::AdamW on one process over the whole
+// global batch of `source`, the gradient norm clipped to max_norm when it is > 0. Returns each
+// step's loss; `model` ends holding the trained weights.
+template <class Model>
+std::vector<double> train_plain_adamw(Model& model, int64_t steps, int64_t global_batch, double lr,
+                                      double weight_decay, double max_norm = 0,
+                                      const ds::data::TokenSource& source = *synthetic_source()) {
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(lr).weight_decay(weight_decay));
+  std::vector<double> losses;
+  for (int64_t step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    ds::data::Batch batch = source.batch(step, 0, 0, 1, global_batch);
+    at::Tensor loss = ds::models::cross_entropy_loss(model->forward(batch.inputs), batch.targets);
+    loss.backward();
+    if (max_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), max_norm);
+    optimizer.step();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
 }
 
 }  // namespace training_loop
