@@ -2,9 +2,14 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
-#include <sstream>
+#include <optional>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
@@ -13,12 +18,15 @@
 #include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/engine/checkpoint/export.hpp"
 #include "dstrain/engine/checkpoint/folder.hpp"
+#include "dstrain/engine/checkpoint/hf_format.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
+#include "dstrain/io/shard_file.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "init_from.hpp"
 #include "model_choice.hpp"
+#include "progress.hpp"
 #include "trainer_block.hpp"
 
 namespace ds::app {
@@ -104,48 +112,127 @@ void print_plan(const std::string& config_path, int world, int ranks_per_node) {
     std::printf("  %-50s %10s\n", "budget", "none known");
 }
 
-void export_checkpoint(const std::string& dir, const std::string& tag, const std::string& out) {
+constexpr double kPlainLineSeconds = 10;
+constexpr double kRedrawSeconds = 0.1;
+
+// What the user sees while a checkpoint is read and written: the bar on a terminal, else a plain
+// line every kPlainLineSeconds. The bar's line ends with the report.
+class ExportReport {
+ public:
+  explicit ExportReport(ProgressMode mode) : drawing_(draws_progress(mode)) {}
+  ~ExportReport() {
+    if (bar_) bar_->finish();
+  }
+  ExportReport(const ExportReport&) = delete;
+  ExportReport& operator=(const ExportReport&) = delete;
+
+  CheckpointProgress callback() {
+    return [this](int64_t done, int64_t total) { update(done / 1e6, total / 1e6); };
+  }
+
+ private:
+  void update(double done_mb, double total_mb) {
+    if (!bar_) bar_ = std::make_unique<ProgressBar>(0, total_mb, "MB");
+    const auto now = std::chrono::steady_clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (drawing_ && (since >= kRedrawSeconds || done_mb >= total_mb)) {
+      bar_->draw(done_mb, "shards verified, then weights");
+      last_ = now;
+    } else if (!drawing_ && since >= kPlainLineSeconds) {
+      std::printf("export: %.1f/%.1f MB (shards verified, then weights), %.2f MB/s, ETA %s\n", done_mb, total_mb,
+                  bar_->rate(done_mb), bar_->time_left(done_mb).c_str());
+      std::fflush(stdout);
+      last_ = now;
+    }
+  }
+
+  bool drawing_;
+  std::unique_ptr<ProgressBar> bar_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+Error write_error(const std::string& out, const Error& cause) {
+  Error error("cannot write the exported weights: " + cause.message());
+  error.with_path(out);
+  if (cause.errnum()) error.with_errno(*cause.errnum());
+  return error;
+}
+
+// torch::save of `model` to `out` through a temporary name and a rename, handed to the file a piece
+// at a time as torch serializes it (the weights are in memory once, their serialized copy never
+// whole): a full disk is an error naming `out`, and leaves no truncated file.
+void save_model_file(const CausalLM& model, const std::string& out) {
+  const std::string temporary = out + ".tmp." + owner_id();
+  // torch's writer only learns that a piece was short; the reason is kept here.
+  std::optional<Error> failure;
+  try {
+    io::ShardWriter file(temporary);
+    const std::function<size_t(const void*, size_t)> write = [&](const void* data, size_t size) -> size_t {
+      if (failure) return 0;
+      try {
+        file.append(data, static_cast<int64_t>(size));
+        return size;
+      } catch (const Error& e) {
+        failure = e;
+        return 0;
+      }
+    };
+    try {
+      torch::save(model.ptr(), write);
+    } catch (const c10::Error&) {
+      if (failure) throw *failure;
+      throw;
+    }
+    file.finish();
+    if (std::rename(temporary.c_str(), out.c_str()) != 0) throw Error("rename failed").with_path(out).with_errno(errno);
+  } catch (const Error& e) {
+    ::unlink(temporary.c_str());
+    throw write_error(out, e);
+  } catch (...) {
+    ::unlink(temporary.c_str());
+    throw;
+  }
+}
+
+std::string stages_text(const std::vector<std::string>& folders) {
+  return folders[0] + (folders.size() > 1 ? " and " + std::to_string(folders.size() - 1) + " more stages" : "");
+}
+
+void export_checkpoint(const std::string& dir, const std::string& tag, const std::string& out, ProgressMode progress) {
   const std::vector<std::string> folders = checkpoint_folders(dir, tag);
-  if (folders.size() > 1)
-    throw Error("a pipeline's checkpoint (one folder per stage) exports with --format safetensors").with_path(dir);
-  const std::string& folder = folders[0];
-  const nlohmann::json config = checkpoint_config(folder);
+  const nlohmann::json config = checkpoint_config(folders[0]);
   const nlohmann::json block = config.value("dstrain", nlohmann::json::object());
   check_model_type(block.value("model", nlohmann::json::object()));
   const CausalLM model = choose_model(block.value("model", nlohmann::json::object())).build();
-  load_checkpoint_weights(folder, *model);
-  // Serialized in memory (the weights are in memory already), then written through a temporary
-  // name and renamed: a full disk is an error naming the file, and leaves no truncated model.pt.
-  std::ostringstream bytes;
-  torch::save(model.ptr(), bytes);
-  try {
-    write_file_atomically(out, bytes.str());
-  } catch (const Error& e) {
-    Error error("cannot write the exported weights: " + e.message());
-    error.with_path(out);
-    if (e.errnum()) error.with_errno(*e.errnum());
-    throw error;
+  {
+    ExportReport report(progress);
+    load_checkpoint_weights(folders, *model, report.callback());
   }
-  std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", folder.c_str(),
+  save_model_file(model, out);
+  std::printf("exported %s -> %s (%zu fp32 tensors; load with torch::load(model, \"%s\"))\n", stages_text(folders).c_str(),
               out.c_str(), model.ptr()->parameters().size(), out.c_str());
 }
 
-void export_safetensors(const std::string& dir, const std::string& tag, const std::string& out) {
+void export_safetensors(const std::string& dir, const std::string& tag, const std::string& out, int64_t max_shard_bytes,
+                        ProgressMode progress) {
   const std::vector<std::string> folders = checkpoint_folders(dir, tag);
-  check_model_type(checkpoint_config(folders[0]).value("dstrain", nlohmann::json::object()).value("model", nlohmann::json::object()));
+  const nlohmann::json model = checkpoint_config(folders[0]).value("dstrain", nlohmann::json::object()).value("model", nlohmann::json::object());
+  check_model_type(model);
   HfExport exported;
   try {
-    exported = export_hf(folders, out);
+    ExportReport report(progress);
+    exported = export_hf(folders, out, max_shard_bytes, report.callback());
   } catch (const Error& e) {
     if (!e.path() || e.path()->compare(0, out.size(), out) != 0) throw;
-    Error error("cannot write the exported weights: " + e.message());
-    error.with_path(*e.path());
-    if (e.errnum()) error.with_errno(*e.errnum());
-    throw error;
+    throw write_error(*e.path(), e);
   }
-  std::printf("exported %s%s -> %s/model.safetensors (%lld fp32 tensors, %.1f MB) and %s/config.json (GPT2LMHeadModel)\n",
-              folders[0].c_str(), folders.size() > 1 ? (" and " + std::to_string(folders.size() - 1) + " more stages").c_str() : "",
-              out.c_str(), static_cast<long long>(exported.tensors), exported.bytes / 1e6, out.c_str());
+  const std::string weights = exported.files.size() == 1
+                                  ? out + "/" + exported.files[0]
+                                  : std::to_string(exported.files.size()) + " files " + out + "/" + exported.files[0] +
+                                        " ... and " + out + "/model.safetensors.index.json";
+  std::printf("exported %s -> %s (%lld fp32 tensors, %.1f MB) and %s/config.json (%s)\n", stages_text(folders).c_str(),
+              weights.c_str(), static_cast<long long>(exported.tensors), exported.bytes / 1e6, out.c_str(),
+              ckpt::model_type(model) == "llama" ? "LlamaForCausalLM" : "GPT2LMHeadModel");
 }
 
 }  // namespace
@@ -178,16 +265,23 @@ void add_export_command(CLI::App& app) {
   auto tag = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>("torch");
-  command->add_option("--checkpoint", *dir, "checkpoint directory (as given to --save-dir)")->required();
+  auto max_shard_size = std::make_shared<std::string>("5GB");
+  auto progress = std::make_shared<ProgressMode>(ProgressMode::Auto);
+  command->add_option("--checkpoint", *dir, "checkpoint directory (as given to --save-dir; a pipeline's too)")->required();
   command->add_option("--tag", *tag, "checkpoint tag (default: the directory's latest)");
   command->add_option("--out", *out, "output: a file (torch, e.g. model.pt) or a folder (safetensors)")->required();
   command->add_option("--format", *format, "torch (default) or safetensors (model.safetensors + config.json)")
       ->check(CLI::IsMember({"torch", "safetensors"}));
-  command->callback([dir, tag, out, format] {
+  command->add_option("--max-shard-size", *max_shard_size,
+                      "safetensors: the largest weights file, as transformers' max_shard_size (default 5GB; "
+                      "KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024); more weights: model-00001-of-0000N.safetensors "
+                      "and model.safetensors.index.json");
+  add_progress_option(*command, *progress);
+  command->callback([dir, tag, out, format, max_shard_size, progress] {
     if (*format == "safetensors")
-      export_safetensors(*dir, *tag, *out);
+      export_safetensors(*dir, *tag, *out, ckpt::parse_shard_size(*max_shard_size), *progress);
     else
-      export_checkpoint(*dir, *tag, *out);
+      export_checkpoint(*dir, *tag, *out, *progress);
   });
 }
 

@@ -227,6 +227,11 @@ SafetensorsFolder::SafetensorsFolder(std::string dir) : dir_(std::move(dir)) {
     throw Error(std::string("no ") + kSingleFile + " or " + kIndexFile + " in the folder").with_path(dir_);
   }
   for (const std::string& file : files) {
+    if (indexed && !fs::exists(fs::path(dir_) / file)) {
+      const auto first = std::find_if(listed.begin(), listed.end(), [&](const auto& item) { return item.second == file; });
+      throw bad((fs::path(dir_) / file).string(), "the index puts tensor " + in_quotes(first->first) +
+                                                      " in this file; the file is missing");
+    }
     files_.push_back(std::make_unique<SafetensorsReader>((fs::path(dir_) / file).string()));
     for (const SafetensorsTensor& tensor : files_.back()->header().tensors) {
       // A shard may hold tensors its index maps elsewhere or not at all: the index decides.

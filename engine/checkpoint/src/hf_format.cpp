@@ -1,6 +1,8 @@
 #include "dstrain/engine/checkpoint/hf_format.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <regex>
 
 #include "dstrain/runtime/error.hpp"
@@ -173,6 +175,47 @@ nlohmann::json model_block_from_hf(const nlohmann::json& config, const std::stri
   if (config.value("scale_attn_by_inverse_layer_idx", nlohmann::json(false)) != false)
     throw config_error(path, "scale_attn_by_inverse_layer_idx", "is true; the GPT scales attention by 1/sqrt(head size) only");
   return sizes;
+}
+
+int64_t parse_shard_size(const std::string& text) {
+  static const std::vector<std::pair<std::string, int64_t>> units = {
+      {"KIB", int64_t{1} << 10}, {"MIB", int64_t{1} << 20}, {"GIB", int64_t{1} << 30},
+      {"KB", 1'000},            {"MB", 1'000'000},         {"GB", 1'000'000'000}, {"", 1}};
+  std::string upper = text;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const Error bad = Error("max shard size '" + text + "' is not digits and a unit (KB, MB, GB, KiB, MiB, GiB) above 0")
+                        .with_key("--max-shard-size");
+  for (const auto& [unit, scale] : units) {
+    if (upper.size() <= unit.size() || upper.compare(upper.size() - unit.size(), unit.size(), unit) != 0) continue;
+    const std::string digits = upper.substr(0, upper.size() - unit.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos) throw bad;
+    int64_t value = 0;
+    for (char d : digits)
+      if (__builtin_mul_overflow(value, 10, &value) || __builtin_add_overflow(value, d - '0', &value)) throw bad;
+    if (value == 0 || __builtin_mul_overflow(value, scale, &value)) throw bad;
+    return value;
+  }
+  throw bad;
+}
+
+std::vector<size_t> shard_starts(const std::vector<int64_t>& bytes, int64_t max_bytes) {
+  std::vector<size_t> starts = {0};
+  int64_t filled = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (filled > 0 && (filled + bytes[i] > max_bytes || bytes[i] > max_bytes)) {
+      starts.push_back(i);
+      filled = 0;
+    }
+    filled += bytes[i];
+  }
+  return starts;
+}
+
+std::string weights_file_name(size_t shard, size_t count) {
+  if (count == 1) return "model.safetensors";
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", shard + 1, count);
+  return name;
 }
 
 }  // namespace ds::ckpt

@@ -14,7 +14,9 @@
 //   (tied to wte.weight)         lm_head.weight: not written, transformers ties it on load
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,5 +51,22 @@ nlohmann::json hf_config(const nlohmann::json& model_block);
 // the model does not compute as written (another model_type, activation, inner width, GPT-2 with
 // untied embeddings, a Llama with biases or rope_scaling) is a ds::Error naming the path and field.
 nlohmann::json model_block_from_hf(const nlohmann::json& config, const std::string& path);
+
+// transformers' default max_shard_size for save_pretrained.
+constexpr int64_t kHfMaxShardBytes = 5'000'000'000;
+
+// A size as transformers' max_shard_size reads it: digits and a unit, KB/MB/GB (powers of 1000) or
+// KiB/MiB/GiB (of 1024), any case, or bare digits for bytes. "2GB" is 2e9. Anything else, or 0, is a
+// ds::Error naming the text.
+int64_t parse_shard_size(const std::string& text);
+
+// How save_pretrained cuts tensors of `bytes` (in their order) into files of at most `max_bytes`:
+// a file ends where the next tensor would take it past the limit, and a tensor larger than the
+// limit gets a file of its own. Returns the index of each file's first tensor (one file: {0}).
+std::vector<size_t> shard_starts(const std::vector<int64_t>& bytes, int64_t max_bytes);
+
+// The weights file `shard` (from 0) of `count`: "model.safetensors" alone, else
+// "model-00001-of-00003.safetensors", ...
+std::string weights_file_name(size_t shard, size_t count);
 
 }  // namespace ds::ckpt
