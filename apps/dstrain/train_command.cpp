@@ -23,6 +23,7 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
+#include "dstrain/runtime/rank_env.hpp"
 #include "dstrain/zero/init.hpp"
 #include "consistency_check.hpp"
 #include "evaluation.hpp"
@@ -160,11 +161,12 @@ int run_training(const TrainOptions& options) {
       comm::CommsLoggerSettings::from_json(config.untyped().value("comms_logger", nlohmann::json())));
   // Before anything slow or node-specific: a node with another build or config ends the job here.
   check_same_build_and_config(*world, config.to_json().dump() + "\ninit_from=" + init_from, placement.device);
-  // One job at a time in a save folder: rank 0 holds the lock until the run ends. A bad --save-dir
-  // fails here, before step 1.
+  // One job at a time in a save folder: rank 0 holds the lock until the run ends (with node-local
+  // storage, each node's first rank its node's). A bad --save-dir fails here, before step 1.
   std::optional<SaveDirLock> lock;
   if (!options.save_dir.empty()) {
-    if (world->rank() == 0) lock.emplace(options.save_dir);
+    if (world->rank() == 0 || (config.checkpoint().use_node_local_storage && rank_env_from_environment().local_rank == 0))
+      lock.emplace(options.save_dir);
     prepare_save_dir(options.save_dir);
     world->barrier();
   }

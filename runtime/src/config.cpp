@@ -25,7 +25,7 @@ namespace {
 
 // Top-level DeepSpeed keys accepted and kept as written, but not acted on yet (docs/config.md).
 const char* const kUntypedKeys[] = {
-    "activation_checkpointing", "amp", "autotuning", "checkpoint", "comet", "comms_logger", "compile",
+    "activation_checkpointing", "amp", "autotuning", "comet", "comms_logger", "compile",
     "compression_training", "csv_monitor", "curriculum_learning", "data_efficiency", "data_types",
     "dataloader_drop_last", "disable_python_gc", "elasticity", "expert_parallel", "flops_profiler",
     "gradient_allreduce_op", "graph_harvesting", "hybrid_engine", "log_level", "managed_gradient_accumulation",
@@ -180,6 +180,7 @@ Config Config::from_json(const json& input) {
   top.section("zero_optimization", config.zero_);
   top.section("aio", config.aio_);
   top.section("pipeline", config.pipeline_);
+  top.section("checkpoint", config.checkpoint_);
   if (const json* block = top.take("dstrain"); block && !block->is_null()) {
     if (!block->is_object()) throw top.invalid("dstrain", "an object", *block);
     config.dstrain_ = *block;
@@ -241,11 +242,18 @@ void Config::check_cross_section_rules() const {
   if (bf16_.bf16_optimizer_states && !bf16_.bf16_master_weights_and_grads)
     throw Error("needs bf16.bf16_master_weights_and_grads true, got false").with_key("bf16.bf16_optimizer_states");
   const OptimizerType type = optimizer_.type;
-  if ((type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam) &&
-      zero_.stage > 0)
-    throw Error(std::string(to_string(type)) + " is not supported with ZeRO (stage " + std::to_string(zero_.stage) +
-                "); use stage 0")
+  const bool onebit =
+      type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam;
+  // The 1-bit family compresses every rank's whole momentum (or gradient): stages 1-2 shard the rest
+  // of its state, stage 3 would have no whole gradient to compress (docs/optimizers.md).
+  if (onebit && zero_.stage == 3)
+    throw Error(std::string(to_string(type)) + " is not supported with ZeRO stage 3 (its exchange needs each rank's "
+                "whole gradients, which stage 3 exists not to hold); use stage 0, 1 or 2")
         .with_key("zero_optimization.stage");
+  if (onebit && zero_.stage >= 1 && zero_.offload_optimizer.device == OffloadDevice::Nvme)
+    throw Error(std::string(to_string(type)) + " exchanges its whole momentum at every step, which suits no "
+                "optimizer state on NVMe; offload_optimizer.device \"nvme\" needs Adam, AdamW or SGD")
+        .with_key("zero_optimization.offload_optimizer.device");
   // At stage 0 offload_optimizer does not act, so its device does not matter there.
   if (zero_.offload_optimizer.device == OffloadDevice::Nvme && zero_.stage >= 1 && type == OptimizerType::Lamb)
     throw Error("offload_optimizer.device \"nvme\" steps sub-groups of the shard, which suits Adam, AdamW and SGD; "
@@ -273,6 +281,7 @@ json Config::to_json() const {
   out.section("zero_optimization", zero_);
   out.section("aio", aio_);
   out.section("pipeline", pipeline_);
+  out.section("checkpoint", checkpoint_);
   json result = std::move(out.result());
   if (batch_resolved()) {
     result["train_batch_size"] = train_batch_size_;

@@ -118,6 +118,11 @@ const Row kNotActedOn[] = {
     // The swap handles of offload_optimizer and offload_param take the aio block.
     {"aio", When::Changed, {{kOptimizerDevice, "nvme"}, {kParamDevice, "nvme"}}},
     {"aio.use_gds", When::Changed},
+    // Checkpoints: use_node_local_storage acts.
+    {"checkpoint.tag_validation", When::Changed},
+    {"checkpoint.load_universal", When::Changed},
+    {"checkpoint.parallel_write", When::Changed},
+    {"checkpoint.writer", When::Changed},
     // Pipeline.
     {"pipeline.seed_layers", When::Changed},
     {"pipeline.pipe_partitioned", When::Changed},
@@ -127,7 +132,6 @@ const Row kNotActedOn[] = {
     // Blocks kept as written (Config::untyped()).
     {"amp", When::Enabled},
     {"autotuning", When::Enabled},
-    {"checkpoint", When::Enabled},
     {"comet", When::Enabled},
     {"compile", When::Enabled},
     {"compression_training", When::Enabled},

@@ -22,5 +22,6 @@ template <class V> void visit(V& v, ZeroConfig& config);
 template <class V> void visit(V& v, OffloadParamConfig& config);
 template <class V> void visit(V& v, OffloadOptimizerConfig& config);
 template <class V> void visit(V& v, AioConfig& config);
+template <class V> void visit(V& v, CheckpointConfig& config);
 
 }  // namespace ds::config_detail

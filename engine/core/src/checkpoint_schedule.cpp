@@ -3,6 +3,7 @@
 #include "dstrain/engine/checkpoint/folder.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/rank_env.hpp"
 
 namespace ds {
 
@@ -14,7 +15,10 @@ CheckpointSchedule::CheckpointSchedule(CheckpointPolicy policy) : policy_(std::m
 void CheckpointSchedule::save(EngineCore& engine) {
   engine.save_checkpoint(policy_.dir);
   last_saved_ = engine.global_steps();
-  if (engine.dp_group().rank() == 0) prune_checkpoints(policy_.dir, policy_.keep_last);
+  // With node-local storage every node's first rank prunes its own folder.
+  const bool node_local = engine.config().checkpoint().use_node_local_storage;
+  if (engine.dp_group().rank() == 0 || (node_local && rank_env_from_environment().local_rank == 0))
+    prune_checkpoints(policy_.dir, policy_.keep_last);
 }
 
 bool CheckpointSchedule::after_step(EngineCore& engine) {

@@ -6,7 +6,9 @@
 // replicated_state) into <dir>/.<tag>.partial.<host>.<pid>/rank<r>.bin (rank 0's host and pid), a
 // bucket at a time straight from the tensors, computing the CRC-32C as it goes; rank 0 gathers the
 // sizes and checksums, writes index.json, renames the folder to <dir>/<tag> and only then updates
-// <dir>/latest. A crash at any point leaves the previous checkpoint and `latest` intact; a later
+// <dir>/latest. With checkpoint.use_node_local_storage, <dir> is each node's own: the first rank of
+// each host does rank 0's part there (the same index, every node's), and each rank's shard goes to
+// its own node's folder. A crash at any point leaves the previous checkpoint and `latest` intact; a later
 // save on the same host removes the orphaned .partial folder once its creator is gone. No rank
 // gathers anything whole.
 //
@@ -16,6 +18,9 @@
 // first (each rank checks a share, a bucket at a time). Per-rank state is restored when the world
 // size is unchanged and reset to zero, with a warning, otherwise (DeepSpeed always resets
 // OneBitAdam's errors on load); replicated state is read from rank 0's shard at any world size.
+// With node-local storage a rank reads only its node's folder: what it needs and that folder lacks
+// (another layout) is an error naming the host and the file, and the state only rank 0's node holds
+// (ZeRO 0's whole copy, replicated state) rank 0 reads and broadcasts.
 #include <ATen/CPUGeneratorImpl.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +34,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/checkpoint/folder.hpp"
@@ -89,6 +95,18 @@ std::vector<std::string> all_gather_strings(comm::Backend& group, const std::str
   std::vector<std::string> texts;
   for (const at::Tensor& t : all) texts.emplace_back(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()));
   return texts;
+}
+
+std::string host_of(const std::string& owner) { return owner.substr(0, owner.rfind('.')); }
+
+// The rank of `group` that prepares the save folder, names the partial folder and writes the index
+// and `latest`: rank 0, or with node-local storage the first rank on each host (`owners`: every
+// rank's owner_id()), in that node's own folder.
+int index_writer(const std::vector<std::string>& owners, int rank, bool node_local) {
+  if (!node_local) return 0;
+  int first = 0;
+  while (host_of(owners[first]) != host_of(owners[rank])) ++first;
+  return first;
 }
 
 // Appends `tensor` (CPU, contiguous) to `out` as one section, a bucket at a time; `check` (optional)
@@ -190,11 +208,14 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
   at::NoGradGuard no_grad;
   const int rank = group_->rank();
   const fs::path folder = fs::path(dir) / tag;
-  // Named by its creator, rank 0 (host and pid), so that no other job takes it for its own debris.
-  const fs::path partial = fs::path(dir) / ("." + tag + ".partial." + all_gather_strings(*group_, owner_id())[0]);
+  const std::vector<std::string> owners = all_gather_strings(*group_, owner_id());
+  const int writer = index_writer(owners, rank, config_.checkpoint().use_node_local_storage);
+  const bool writes_index = rank == writer;
+  // Named by its creator (host and pid), so that no other job takes it for its own debris.
+  const fs::path partial = fs::path(dir) / ("." + tag + ".partial." + owners[writer]);
   const int64_t bucket = checkpoint_bucket_bytes();
   collectively(*group_, [&] {
-    if (rank != 0) return;
+    if (!writes_index) return;
     prepare_save_dir(dir);
     remove_tree(partial.string());  // this process's own, left by a save of the same tag that failed
     std::error_code ec;
@@ -272,7 +293,7 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
     const std::vector<std::string> entries = all_gather_strings(*group_, entry.dump());
 
     collectively(*group_, [&] {
-      if (rank != 0) return;
+      if (!writes_index) return;
       for (const std::string& text : entries) {
         const nlohmann::json e = nlohmann::json::parse(text);
         ckpt::ShardEntry shard{e.at("file").get<std::string>(), e.at("bytes").get<int64_t>(),
@@ -302,8 +323,8 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
     });
   } catch (...) {
     // A failed save leaves nothing behind. Every rank is here (collectively() made the failure
-    // everyone's), and waits until rank 0 has cleaned up before the error ends the job.
-    if (rank == 0) {
+    // everyone's), and waits until each folder's writer has cleaned up before the error ends the job.
+    if (writes_index) {
       try {
         remove_tree(partial.string());
       } catch (const Error& e) {
@@ -318,23 +339,67 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
 void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
   at::NoGradGuard no_grad;
   NamedTensors state = optimizer_->state();
+  const int rank = group_->rank();
+  const bool node_local = config_.checkpoint().use_node_local_storage;
+  // ZeRO 0's one whole copy lies in rank 0's shard, on rank 0's node only: with node-local storage
+  // rank 0 reads it and broadcasts it.
+  const bool whole_from_rank0 = node_local && layout_->partitions() == 1 && group_->world_size() > 1;
+  const bool reads_state = !whole_from_rank0 || rank == 0;
+  const bool reads_replicated = !node_local || rank == 0;
   // Every rank reads the folder, the index and the description on its own; agreeing on the outcome
   // keeps a rank that found a problem from leaving the others inside the collectives below.
   std::string folder;
   ckpt::CheckpointIndex index;
+  std::set<int> needed;  // the shards this rank reads
   collectively(*group_, [&] {
-    folder = ckpt::checkpoint_folder(dir, tag);
-    index = ckpt::CheckpointIndex::read(folder);
+    try {
+      folder = ckpt::checkpoint_folder(dir, tag);
+      index = ckpt::CheckpointIndex::read(folder);
+    } catch (const Error& e) {
+      if (!node_local) throw;
+      Error on_this_node(e.message() + " (on host " + host_of(owner_id()) +
+                         ": with checkpoint.use_node_local_storage every node reads its own folder)");
+      if (e.path()) on_this_node.with_path(*e.path());
+      if (e.errnum()) on_this_node.with_errno(*e.errnum());
+      throw on_this_node.with_key("checkpoint.use_node_local_storage");
+    }
     check_compatible(index, (fs::path(folder) / "index.json").string(), config_, names_, shapes_, state);
+    if (reads_state)
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const int64_t saved_chunk = index.params[i].chunk;
+        const int64_t begin = std::min<int64_t>(layout_->rank() * layout_->slot(i).chunk, layout_->slot(i).numel);
+        const int64_t end = std::min<int64_t>(begin + layout_->slot(i).chunk, layout_->slot(i).numel);
+        for (int64_t k = begin / std::max<int64_t>(1, saved_chunk); begin < end && k * saved_chunk < end; ++k)
+          needed.insert(static_cast<int>(k));
+      }
+    if (index.world_size == group_->world_size()) needed.insert(rank);  // its per-rank state and generator
+    if (reads_replicated && !optimizer_->replicated_state().empty()) needed.insert(0);
+    if (!node_local) return;
+    for (const int k : needed) {
+      const std::string path = (fs::path(folder) / index.shards.at(k).file).string();
+      if (fs::exists(path)) continue;
+      throw Error("checkpoint: rank " + std::to_string(rank) + " on host " + host_of(owner_id()) + " reads " +
+                  index.shards[k].file + " of " + index.tag + ", which this node's folder lacks: with node-local "
+                  "storage each node holds only the shards of the ranks it ran, so resume with the ranks placed "
+                  "as the saving run placed its " + std::to_string(index.world_size) + ", or gather every node's "
+                  "folder into one (docs/checkpoints.md, \"Node-local storage\")")
+          .with_key("checkpoint.use_node_local_storage").with_path(path);
+    }
   });
   ckpt::ShardSet shards(folder, index);
 
-  // Every shard checked before any state changes: rank r checks shards r, r + world, ..., and every
-  // rank learns what the others found, so all stop with the same error.
+  // Every shard checked before any state changes: rank r checks shards r, r + world, ... (with
+  // node-local storage, the shards it reads), and every rank learns what the others found, so all
+  // stop with the same error.
   {
     at::Tensor buffer = at::empty({checkpoint_bucket_bytes()}, at::kByte);
     std::string found;  // "<shard>\t<problem>\n" per bad shard
-    for (int k = group_->rank(); k < index.world_size; k += group_->world_size()) {
+    std::vector<int> checked(needed.begin(), needed.end());
+    if (!node_local) {
+      checked.clear();
+      for (int k = rank; k < index.world_size; k += group_->world_size()) checked.push_back(k);
+    }
+    for (const int k : checked) {
       std::string problem;
       try {
         problem = shards.verify(k, buffer.data_ptr(), buffer.numel());
@@ -354,7 +419,7 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
   // Offloaded state goes into the swap files through one bucket-sized buffer.
   const int64_t per_piece = checkpoint_bucket_bytes() / static_cast<int64_t>(sizeof(float));
   at::Tensor piece = swapper_ ? at::empty({per_piece}, at::kFloat) : at::Tensor();
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; i < params_.size() && reads_state; ++i) {
     const zero::ParamSlot& slot = layout_->slot(i);
     const int64_t begin = std::min<int64_t>(layout_->rank() * slot.chunk, slot.numel);
     const int64_t count = std::min<int64_t>(slot.chunk, slot.numel - begin);
@@ -379,6 +444,11 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
       for (auto& [name, tensor] : state) read("optim/" + name, layout_->chunk_view(i, tensor));
     }
   }
+  if (whole_from_rank0)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      group_->broadcast(master_chunk(i), 0);
+      for (auto& [name, tensor] : state) group_->broadcast(layout_->chunk_view(i, tensor), 0);
+    }
   const nlohmann::json& counters = index.counters;
   global_steps_ = counters.at("global_steps").get<int64_t>();
   optimizer_steps_ = counters.at("optimizer_steps").get<int64_t>();
@@ -402,8 +472,11 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
     }
   }
   // State that every rank holds alike is rank 0's copy, whatever the world size.
-  for (auto& [name, tensor] : optimizer_->replicated_state())
-    shards.read_section(0, "replicated/" + name, tensor.data_ptr(), static_cast<int64_t>(tensor.nbytes()));
+  for (auto& [name, tensor] : optimizer_->replicated_state()) {
+    if (reads_replicated)
+      shards.read_section(0, "replicated/" + name, tensor.data_ptr(), static_cast<int64_t>(tensor.nbytes()));
+    if (node_local) group_->broadcast(tensor, 0);
+  }
   // Each rank resumes its own random stream when the world size is unchanged.
   if (same_world) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();

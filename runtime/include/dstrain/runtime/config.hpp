@@ -223,6 +223,19 @@ struct AioConfig {
   bool use_gds = false;
 };
 
+// "checkpoint": DeepSpeed's checkpoint block.
+struct CheckpointConfig {
+  std::string tag_validation = "Warn";  // "Ignore", "Warn" or "Fail"
+  bool load_universal = false;
+  // Each node saves to and loads from its own save folder (the same path on every node, each on
+  // the node's own disk): every rank writes its shard there, each node's first rank the index and
+  // `latest`. docs/checkpoints.md.
+  bool use_node_local_storage = false;
+  // Kept as written; null when absent.
+  nlohmann::json parallel_write;
+  nlohmann::json writer;
+};
+
 // "pipeline": DeepSpeed's pipeline-engine block.
 struct PipelineConfig {
   std::optional<int> stages;  // number of pipeline stages; not given or "auto": the engine decides
@@ -275,6 +288,7 @@ class Config {
   const ZeroConfig& zero_optimization() const { return zero_; }
   const AioConfig& aio() const { return aio_; }
   const PipelineConfig& pipeline() const { return pipeline_; }
+  const CheckpointConfig& checkpoint() const { return checkpoint_; }
 
   // Our own model and data settings, the free-form top-level "dstrain" object ({} if absent).
   const nlohmann::json& dstrain_block() const { return dstrain_; }
@@ -328,6 +342,7 @@ class Config {
   ZeroConfig zero_;
   AioConfig aio_;
   PipelineConfig pipeline_;
+  CheckpointConfig checkpoint_;
   nlohmann::json dstrain_ = nlohmann::json::object();
   nlohmann::json untyped_ = nlohmann::json::object();
   std::vector<std::string> warnings_;
