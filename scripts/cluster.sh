@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A cluster of simulated nodes on this machine, for multi-node runs and failure tests (root only).
-#   scripts/cluster.sh up N [--rate 1gbit] [--delay 1ms] [--cpus-per-node K] [--slots S]
+#   scripts/cluster.sh up N [--rate 1gbit] [--delay 1ms] [--cpus-per-node K] [--slots S] [--node-local DIR]
 #   scripts/cluster.sh run -- mpirun -np 4 dstrain ...    a command on node1, with the MCA settings
 #   scripts/cluster.sh exec NODE -- CMD...                 a command on one node
 #   scripts/cluster.sh link NODE down|up                   unplug / replug a node's cable at the switch
@@ -17,7 +17,9 @@
 # outside these namespaces. Each link is shaped in both directions with tbf (node egress on eth0,
 # node ingress on the switch-side end), and delayed with netem where the kernel has it. A node's
 # processes run under `unshare --uts --mount` with its own hostname, /etc/hosts and /dev/shm, so the
-# shared-memory segments of two "nodes" never meet (scripts/cluster/node.sh). mpirun starts remote
+# shared-memory segments of two "nodes" never meet (scripts/cluster/node.sh). With --node-local DIR
+# each node sees its own folder (STATE/local/NODE, bound over DIR in its mount namespace) at DIR: a
+# node-local disk at the same path on every node. mpirun starts remote
 # daemons through the agent the state folder holds, as it would through ssh.
 set -euo pipefail
 
@@ -70,13 +72,14 @@ up() {
   local n=${1:-}
   shift || true
   [[ $n =~ ^[1-9][0-9]?$ ]] || usage
-  local rate="" delay="" cpus_per_node="" slots=2
+  local rate="" delay="" cpus_per_node="" slots=2 node_local=""
   while [ $# -gt 0 ]; do
     case $1 in
       --rate) rate=$2; shift 2 ;;
       --delay) delay=$2; shift 2 ;;
       --cpus-per-node) cpus_per_node=$2; shift 2 ;;
       --slots) slots=$2; shift 2 ;;
+      --node-local) node_local=$2; shift 2 ;;
       *) usage ;;
     esac
   done
@@ -107,6 +110,11 @@ up() {
   : > "$STATE/hostfile"
   : > "$STATE/nodes"
   : > "$STATE/cpus"
+  if [ -n "$node_local" ]; then
+    [[ $node_local == /* ]] || die "--node-local needs an absolute path, got $node_local"
+    mkdir -p "$node_local"
+    printf '%s\n' "$node_local" > "$STATE/node_local"
+  fi
   for i in $(seq 1 "$n"); do
     local node=node$i ns=$NAME-node$i
     ip netns add "$ns"; made netns "$ns"
@@ -127,6 +135,7 @@ up() {
     printf '%s %s\n' "$node" "$cpus" >> "$STATE/cpus"
     printf '%s.%d %s\n' "$SUBNET_PREFIX" "$i" "$node" >> "$STATE/hosts"
     printf '%s slots=%d\n' "$node" "$slots" >> "$STATE/hostfile"
+    [ -z "$node_local" ] || mkdir -p "$STATE/local/$node"
   done
   # The agent mpirun calls instead of ssh: `agent [ssh options] NODE COMMAND...`.
   printf '#!/bin/sh\nexec %q --agent %q "$@"\n' "$HERE/cluster/node.sh" "$STATE" > "$STATE/agent"
@@ -141,7 +150,7 @@ OMPI_MCA_btl_tcp_if_include=$SUBNET_PREFIX.0/24
 OMPI_MCA_oob_tcp_if_include=$SUBNET_PREFIX.0/24
 EOF
   trap - EXIT
-  echo "cluster '$NAME': $n nodes on $SUBNET_PREFIX.0/24${rate:+, links $rate}${netem:+, delay $delay}${cpus_per_node:+, $cpus_per_node cpu(s) per node}; hostfile $STATE/hostfile"
+  echo "cluster '$NAME': $n nodes on $SUBNET_PREFIX.0/24${rate:+, links $rate}${netem:+, delay $delay}${cpus_per_node:+, $cpus_per_node cpu(s) per node}${node_local:+, $node_local node-local (STATE/local/NODE)}; hostfile $STATE/hostfile"
 }
 
 run_on_node1() {

@@ -6,6 +6,7 @@
 #include "dstrain/comm/distributed.hpp"
 #include "eval_command.hpp"
 #include "generate_command.hpp"
+#include "hostfile_command.hpp"
 #include "model_commands.hpp"
 #include "plot_command.hpp"
 #include "schedule_command.hpp"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   ds::app::add_eval_command(app);
   ds::app::add_generate_command(app);
   ds::app::add_plot_command(app);
+  ds::app::add_check_hostfile_command(app);
   // Subcommands run inside parse(); their errors end the command with the message.
   try {
     app.parse(argc, argv);

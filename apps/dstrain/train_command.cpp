@@ -26,6 +26,7 @@
 #include "dstrain/runtime/rank_env.hpp"
 #include "dstrain/zero/init.hpp"
 #include "consistency_check.hpp"
+#include "hostfile_ranks_check.hpp"
 #include "evaluation.hpp"
 #include "model_choice.hpp"
 #include "pipeline_train.hpp"
@@ -161,6 +162,7 @@ int run_training(const TrainOptions& options) {
       comm::CommsLoggerSettings::from_json(config.untyped().value("comms_logger", nlohmann::json())));
   // Before anything slow or node-specific: a node with another build or config ends the job here.
   check_same_build_and_config(*world, config.to_json().dump() + "\ninit_from=" + init_from, placement.device);
+  check_ranks_fit_batch(*world, config, placement.device);
   // One job at a time in a save folder: rank 0 holds the lock until the run ends (with node-local
   // storage, each node's first rank its node's). A bad --save-dir fails here, before step 1.
   std::optional<SaveDirLock> lock;

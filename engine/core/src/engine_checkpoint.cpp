@@ -380,9 +380,9 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
       if (fs::exists(path)) continue;
       throw Error("checkpoint: rank " + std::to_string(rank) + " on host " + host_of(owner_id()) + " reads " +
                   index.shards[k].file + " of " + index.tag + ", which this node's folder lacks: with node-local "
-                  "storage each node holds only the shards of the ranks it ran, so resume with the ranks placed "
-                  "as the saving run placed its " + std::to_string(index.world_size) + ", or gather every node's "
-                  "folder into one (docs/checkpoints.md, \"Node-local storage\")")
+                  "storage each node holds only the shards of its own ranks: resume with the saving run's " +
+                  std::to_string(index.world_size) + " ranks on the same nodes, or gather every node's folder "
+                  "into one (docs/checkpoints.md, \"Node-local storage\")")
           .with_key("checkpoint.use_node_local_storage").with_path(path);
     }
   });

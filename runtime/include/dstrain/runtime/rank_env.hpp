@@ -11,7 +11,9 @@ struct RankEnv {
   int local_size = 1;
 };
 
-// Reads OpenMPI's OMPI_COMM_WORLD_* (or PMI_RANK/PMI_SIZE) variables; a plain process is rank 0 of 1.
+// Reads OpenMPI's OMPI_COMM_WORLD_* (or PMI_RANK/PMI_SIZE) variables, or, in a task srun started,
+// Slurm's SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID and SLURM_STEP_TASKS_PER_NODE at
+// SLURM_NODEID; a plain process is rank 0 of 1.
 RankEnv rank_env_from_environment();
 
 }  // namespace ds

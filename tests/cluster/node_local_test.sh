@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Args: STAGE DSTRAIN SOURCE_DIR
+# checkpoint.use_node_local_storage on two simulated nodes of scripts/cluster.sh (2 ranks each),
+# each with its own folder at the save path (--node-local: a node cannot see the other's files), at
+# ZeRO stage STAGE. Exit 77 (skipped) where this process cannot create network namespaces.
+#   - a run saving every 4 steps is killed (SIGKILL to node2's ranks) after step 6; each node's
+#     folder holds its own ranks' shards and no other's, and the same index.json and latest;
+#   - --resume continues from step 4 with the losses of an uninterrupted run, to the last digit;
+#   - a resume with the ranks placed otherwise (--map-by node) stops within 30 s naming rank 1, host
+#     node2 and rank1.bin;
+#   - the two folders copied into one make a checkpoint that `dstrain export` reads and that resumes
+#     at another world size on one machine.
+set -euo pipefail
+stage=$1 dstrain=$2 source=$3
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root for network namespaces"
+probe=dsprobe$$
+ip netns add "$probe" 2> /dev/null || skip "this process cannot create network namespaces"
+ip netns del "$probe"
+
+name=nl$stage
+cluster() { "$source/scripts/cluster.sh" --name "$name" "$@"; }
+work=$(mktemp -d)
+ckpt=$work/ckpt  # the save path every node sees, each its own folder
+state=/run/dstrain-cluster/$name
+launcher=""
+cleanup() {
+  [ -z "$launcher" ] || kill -KILL "$launcher" 2> /dev/null || true
+  cluster down
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cluster down
+cluster up 2 --rate 1gbit --node-local "$ckpt"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+placement=(--map-by slot)  # mpirun's default: ranks 0-1 on node1, 2-3 on node2
+train() {  # train LOG STEPS [dstrain options...]: 2 x 2 on the cluster, node-local storage
+  local log=$1 steps=$2
+  shift 2
+  cluster run -- mpirun -np 4 --bind-to none "${placement[@]}" "$dstrain" --config "$source/configs/default.json" --steps "$steps" \
+    --set zero_optimization.stage="$stage" --set checkpoint.use_node_local_storage=true "$@" > "$log" 2>&1
+}
+losses() { sed -n 's/.*"loss":\([^,}]*\).*"step":\([0-9]*\).*/\2 \1/p' "$1"; }
+
+train "$work/reference.log" 8 --metrics "$work/reference.jsonl" || { cat "$work/reference.log"; echo "the reference run failed"; exit 1; }
+
+train "$work/killed.log" 100000 --save-dir "$ckpt" --save-interval 4 --metrics "$work/killed.jsonl" &
+launcher=$!
+for _ in $(seq 600); do
+  grep -q '"step":6[,}]' "$work/killed.jsonl" 2> /dev/null && break
+  kill -0 "$launcher" 2> /dev/null || { cat "$work/killed.log"; echo "the run ended before step 6"; exit 1; }
+  sleep 0.1
+done
+cluster kill node2
+wait "$launcher" && { echo "the killed run exited 0"; exit 1; }
+launcher=""
+
+fail=0
+for node in node1 node2; do
+  first=$(( ${node#node} * 2 - 2 ))
+  folder=$state/local/$node
+  shards=$(cd "$folder/global_step4" && ls rank*.bin | paste -sd' ')
+  echo "$node's folder: latest $(cat "$folder/latest"), global_step4: $shards index.json"
+  [ "$shards" = "rank$first.bin rank$((first + 1)).bin" ] || { echo "$node holds $shards, expected its own ranks' only"; fail=1; }
+  [ "$(cat "$folder/latest")" = global_step4 ] || { echo "$node's latest is not global_step4"; fail=1; }
+done
+cmp "$state/local/node1/global_step4/index.json" "$state/local/node2/global_step4/index.json" || { echo "the nodes' indexes differ"; fail=1; }
+[ $fail -eq 0 ] || exit 1
+
+train "$work/resumed.log" 8 --save-dir "$ckpt" --resume --metrics "$work/resumed.jsonl" || { cat "$work/resumed.log"; echo "the resume failed"; exit 1; }
+expected=$(losses "$work/reference.jsonl" | sed -n '5,$p')
+got=$(losses "$work/resumed.jsonl")
+echo "uninterrupted, steps 5-8: $(echo $expected)"
+echo "resumed,       steps 5-8: $(echo $got)"
+[ "$expected" = "$got" ] || { echo "the resumed losses differ from the uninterrupted run's"; exit 1; }
+
+start=$(date +%s)
+placement=(--map-by node)  # ranks 0 and 2 on node1, 1 and 3 on node2
+if train "$work/moved.log" 8 --save-dir "$ckpt" --resume --tag global_step4; then
+  echo "a resume with the ranks on other nodes succeeded"; exit 1
+fi
+seconds=$(( $(date +%s) - start ))
+line=$(grep -m1 'rank 1 on host node2 reads rank1.bin' "$work/moved.log") || { cat "$work/moved.log"; echo "no line names rank 1, node2 and rank1.bin"; exit 1; }
+echo "ranks placed by node: stopped in $seconds s: $line"
+[ "$seconds" -le 30 ] || { echo "it took more than 30 s"; exit 1; }
+
+mkdir "$work/gathered"
+cp -a "$state/local/node1/." "$state/local/node2/." "$work/gathered/"
+"$dstrain" export --checkpoint "$work/gathered" --tag global_step4 --out "$work/model.pt" > "$work/export.log" 2>&1 || { cat "$work/export.log"; echo "export of the gathered folder failed"; exit 1; }
+[ -s "$work/model.pt" ] || { echo "export wrote no model.pt"; exit 1; }
+mpirun -np 2 --oversubscribe --bind-to none "$dstrain" --config "$source/configs/default.json" --steps 6 \
+  --set zero_optimization.stage="$stage" --save-dir "$work/gathered" --resume --tag global_step4 > "$work/gathered.log" 2>&1 || { cat "$work/gathered.log"; echo "the gathered folder does not resume at -np 2"; exit 1; }
+grep -q 'loaded .*global_step4 at step 4' "$work/gathered.log" || { cat "$work/gathered.log"; echo "no load logged"; exit 1; }
+echo "gathered folder: exported ($(stat -c %s "$work/model.pt") B) and resumed at -np 2 on one machine"
+echo "node_local stage $stage OK"
