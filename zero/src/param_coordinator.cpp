@@ -285,8 +285,8 @@ void ParameterCoordinator::gradient_taken(size_t i) {
 
 void ParameterCoordinator::release_all() {
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].users = 0;
-    if (!params_[i].persistent) free_whole(i);
+    params_[i].users = holding_ ? 1 : 0;  // the hold's own use stays
+    if (!params_[i].persistent && !holding_) free_whole(i);
   }
   stack_.clear();
   if (swapper_) swapper_->drop_read_ahead();
@@ -298,6 +298,27 @@ void ParameterCoordinator::acquire_all() {
 
 void ParameterCoordinator::release_acquired_all() {
   for (size_t i = 0; i < params_.size(); ++i) release(i);
+}
+
+void ParameterCoordinator::hold_all() {
+  if (holding_) return;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].status == ParamStatus::NotAvailable) post_gather(i);
+  acquire_all();
+  holding_ = true;
+}
+
+int64_t ParameterCoordinator::partitioned_numel() const {
+  int64_t numel = 0;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!params_[i].persistent) numel += layout_.slot(i).chunk * layout_.partitions();
+  return numel;
+}
+
+void ParameterCoordinator::release_held() {
+  if (!holding_) return;
+  holding_ = false;
+  release_all();
 }
 
 void ParameterCoordinator::load_shard_range(const at::Tensor& values, int64_t shard_offset) {

@@ -134,6 +134,11 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
     const int64_t prefetch = std::max<int64_t>(
         0, std::min({zero.stage3_prefetch_bucket_size, fitting, zero.stage3_max_live_parameters - in_use}));
     plan.gathered_parameters = db * (in_use + prefetch);
+    // A pipeline stage whose parameters all fit within stage3_max_live_parameters holds them whole
+    // through each batch (PipelineEngine), each padded to the partitions as gathered.
+    int64_t held = 0;
+    for (int64_t numel : partitioned) held += ceil_div(numel, partitions) * partitions;
+    if (config.pipeline().stages && held <= zero.stage3_max_live_parameters) plan.gathered_parameters = db * held;
   } else if (partitions > 1) {
     plan.refresh_gather = db * (partitions + 1) * refresh_gather_width(zero.allgather_bucket_size, static_cast<int>(partitions));
   }
@@ -357,9 +362,21 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
     std::sort(partitioned.rbegin(), partitioned.rend());
     int64_t in_use = 0;
     for (size_t i = 0; i < std::min<size_t>(2, partitioned.size()); ++i) in_use += partitioned[i];
-    choose("stage3_max_live_parameters", in_use + zero.stage3_prefetch_bucket_size,
-           "the module in use (" + std::to_string(in_use) + ") + the prefetch bucket",
-           [](ZeroConfig& z, int64_t v) { z.stage3_max_live_parameters = v; });
+    int64_t live = in_use + zero.stage3_prefetch_bucket_size;
+    std::string why = "the module in use (" + std::to_string(in_use) + ") + the prefetch bucket";
+    if (config.pipeline().stages) {
+      // A pipeline stage gathers all its parameters once per batch, not each module twice per
+      // micro-batch, when the budget allows them whole (PipelineEngine).
+      int64_t held = 0;
+      for (int64_t numel : partitioned) held += ceil_div(numel, world) * world;
+      ZeroConfig holding = zero;
+      holding.stage3_max_live_parameters = std::max(live, held);
+      if (target <= 0 || size_with(config, shape, world, holding).peak() <= target) {
+        live = holding.stage3_max_live_parameters;
+        why = "at least the pipeline stage's parameters (" + std::to_string(held) + "), held whole through each batch";
+      }
+    }
+    choose("stage3_max_live_parameters", live, why, [](ZeroConfig& z, int64_t v) { z.stage3_max_live_parameters = v; });
   }
   plan = size_with(config, shape, world, zero);
   plan.chosen = std::move(chosen);

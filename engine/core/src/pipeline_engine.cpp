@@ -26,11 +26,28 @@ int pipeline_stages(const Config& config) {
   return *config.pipeline().stages;
 }
 
+// Drops from `block` (the effective config's block at `path`) each key the config left unset, so
+// that it stays unset for the stage's engine: its memory planner chooses only those.
+void keep_given(nlohmann::json& block, const std::string& path, const Config& config) {
+  for (auto it = block.begin(); it != block.end();) {
+    const std::string key = path + "." + it.key();
+    if (it->is_object()) {
+      keep_given(*it, key, config);
+      ++it;
+    } else if (config.given(key) || config.is_auto(key)) {
+      ++it;
+    } else {
+      it = block.erase(it);
+    }
+  }
+}
+
 // The stage's EngineCore gets the config without gradient clipping: it would clip by this stage's
 // norm alone, and the pipeline clips by the whole model's before calling step().
 Config without_clipping(const Config& config) {
   nlohmann::json json = config.to_json();
   json["gradient_clipping"] = 0.0;
+  keep_given(json["zero_optimization"], "zero_optimization", config);
   return Config::from_json(json);
 }
 
@@ -54,12 +71,22 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
         pipe_group_(pipe_group),
         tied_(std::move(tied)),
         max_norm_(config.training().gradient_clipping),
-        fp16_(config.fp16().enabled) {}
+        fp16_(config.fp16().enabled),
+        hold_parameters_(parameters_fit_whole()) {}
 
   Engine<PipelineStage>& engine() { return *engine_; }
   double grad_norm() const { return grad_norm_; }
+  bool holds_parameters() const { return hold_parameters_; }
 
-  void begin_batch(const MicroBatches& micro_batches) { micro_batches_ = &micro_batches; }
+  // At ZeRO 3, when the memory plan allows, the stage's parameters are gathered once here and kept
+  // whole until the batch's optimizer step (or its end, evaluating): the schedule interleaves the
+  // forwards and backwards of several micro-batches, and gathering per module would gather each
+  // twice per micro-batch.
+  void begin_batch(const MicroBatches& micro_batches) {
+    micro_batches_ = &micro_batches;
+    if (hold_parameters_) engine_->parameter_coordinator()->hold_all();
+  }
+  void end_batch() { release_held_parameters(); }
 
   at::Tensor load_inputs(int micro_batch) override { return (*micro_batches_)(micro_batch).inputs; }
   at::Tensor load_labels(int micro_batch) override { return (*micro_batches_)(micro_batch).targets; }
@@ -91,11 +118,24 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
   }
 
   void optimizer_step() override {
+    release_held_parameters();  // the step changes the partition the whole copies came from
     clip_gradients();
     engine_->step();
   }
 
  private:
+  void release_held_parameters() {
+    if (hold_parameters_) engine_->parameter_coordinator()->release_held();
+  }
+
+  // Whether all of the stage's parameters fit whole within stage3_max_live_parameters, as the
+  // memory plan set it (under the pipeline engine it chooses that when the budget allows).
+  bool parameters_fit_whole() const {
+    const zero::ParameterCoordinator* coordinator = engine_->parameter_coordinator();
+    return coordinator &&
+           coordinator->partitioned_numel() <= engine_->config().zero_optimization().stage3_max_live_parameters;
+  }
+
   // The batch's last backward must stay open (it is the accumulation boundary) until OptimizerStep.
   void close_micro_step() {
     if (!engine_->is_gradient_accumulation_boundary()) engine_->step();
@@ -141,6 +181,7 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
   std::vector<Tied> tied_;
   double max_norm_;
   bool fp16_;
+  bool hold_parameters_;
   double grad_norm_ = 0;
   const MicroBatches* micro_batches_ = nullptr;
 };
@@ -152,12 +193,6 @@ PipelineEngine::PipelineEngine(const models::GPTConfig& model, const Config& con
 PipelineEngine::PipelineEngine(const PipelineModule& module, const Config& config,
                                std::shared_ptr<comm::Backend> world)
     : grid_(world->world_size(), pipeline_stages(config), world->rank()), world_(std::move(world)) {
-  const int zero_stage = config.zero_optimization().stage;
-  if (zero_stage >= 2) {
-    throw Error("pipeline parallelism is not supported with ZeRO stage " + std::to_string(zero_stage) +
-                " (as in DeepSpeed); use zero_optimization.stage 0 or 1")
-        .with_key("zero_optimization.stage");
-  }
   bounds_ = module.partition(grid_.stages());
   const int first = bounds_[grid_.stage()];
   const int last = bounds_[grid_.stage() + 1];
@@ -182,7 +217,10 @@ PipelineEngine::PipelineEngine(const PipelineModule& module, const Config& confi
   executor_ = std::make_unique<pipe::PipelineExecutor>(*stage_, *pipe_group_);
   log::info_all("pipeline stage ", grid_.stage(), " of ", grid_.stages(), ", replica ", grid_.replica(), " of ",
                 grid_.replicas(), ": layers [", first, ", ", last, ") of ", module.num_layers(), ", ",
-                core().gradient_accumulation_steps(), " micro-batches");
+                core().gradient_accumulation_steps(), " micro-batches, ZeRO stage ", core().zero_stage(),
+                core().zero_stage() == 3 ? (stage_->holds_parameters() ? " (parameters gathered once per batch)"
+                                                                       : " (parameters gathered per module)")
+                                         : "");
 }
 
 PipelineEngine::~PipelineEngine() = default;
@@ -203,6 +241,7 @@ double PipelineEngine::run_batch(const MicroBatches& micro_batches, bool trainin
     mean = executor_->eval_batch(micro);
     stage_module().ptr()->train();
   }
+  stage_->end_batch();
   at::Tensor loss = at::full({1}, mean, at::kDouble);
   core().dp_group().all_reduce(loss, comm::ReduceOp::Avg);
   return loss.item<double>();

@@ -91,6 +91,16 @@ class ParameterCoordinator : public ModuleHooks {
   // Every parameter whole (acquire_all) and back (release_acquired_all): GatheredParameters.
   void acquire_all();
   void release_acquired_all();
+  // Every parameter whole until release_held(), whatever the hooks and release_all() release
+  // meanwhile: a pipeline stage gathers its parameters once per batch and keeps them across the
+  // batch's micro-batches (whose forwards and backwards its schedule interleaves) instead of
+  // gathering each module twice per micro-batch. The gathers are all posted before the first wait.
+  void hold_all();
+  void release_held();
+  bool holding() const { return holding_; }
+  // Elements of all the parameters that are not persistent, gathered whole (padded): what
+  // hold_all() adds, against stage3_max_live_parameters.
+  int64_t partitioned_numel() const;
 
  private:
   struct Param {
@@ -146,6 +156,7 @@ class ParameterCoordinator : public ModuleHooks {
   std::vector<torch::nn::Module*> trace_;  // forward order of modules, recorded once
   bool trace_complete_ = false;
   bool in_backward_ = false;
+  bool holding_ = false;  // hold_all() until release_held()
   size_t trace_position_ = 0;
 };
 

@@ -15,20 +15,28 @@
 //                    micro-batch
 //   BackwardPass     EngineCore::backward (the last stage from loss / micro-batches). Every
 //                    backward but the batch's last closes its micro-step at once (EngineCore::step
-//                    only counts it); the last one is the accumulation boundary, where EngineCore's
-//                    reducer averages the gradients over the replicas, bucket by bucket, as it runs
+//                    only counts it), so EngineCore's accumulation boundary is the batch's last
+//                    backward, whatever forwards the schedule ran in between. ZeRO 0-1 reduce
+//                    there: the reducer averages the accumulated gradients over the replicas,
+//                    bucket by bucket, as that backward runs; ZeRO 2-3 reduce-scatter every
+//                    backward into this rank's gradient shard, which sums the micro-batches
 //   ReduceTiedGrads  for each tied key, the stages of this replica holding it sum their reduced
-//                    gradients of the tied parameter over a group of exactly those stages. By
-//                    linearity a sum of replica averages is the replica average of the sums, so
-//                    running it after the averaging, not before it as DeepSpeed's order says,
-//                    changes nothing
-//   ReduceGrads      the averaging already ran inside that last backward: the engine only checks
-//                    that it did (that the core is at its accumulation boundary)
+//                    gradients of the tied parameter (this rank's chunk of it under ZeRO 1-3: the
+//                    stages holding a key have as many replicas, so they cut it alike) over a
+//                    group of exactly those stages. By linearity a sum of replica averages is the
+//                    replica average of the sums, so running it after the averaging, not before
+//                    it as DeepSpeed's order says, changes nothing
+//   ReduceGrads      the averaging already ran inside the backwards: the engine only checks that
+//                    the core is at its accumulation boundary
 //   OptimizerStep    the gradient norm of the whole model (every stage, each tied parameter once)
 //                    for clipping and for fp16 overflow, which every stage must see alike to keep
 //                    their loss scales equal; then EngineCore::step
-// ZeRO stage 0, or stage 1 with a single replica; stages 2 and 3 are rejected as DeepSpeed rejects
-// them, and stage 1 across replicas needs per-rank tied-gradient chunks EngineCore does not offer.
+// Every ZeRO stage, with offload_optimizer (cpu, nvme: the gradient shard then stays in memory, as
+// the tied sum and the clipping change it in place) and offload_param; DeepSpeed refuses stages 2
+// and 3 here. At stage 3 a stage whose parameters fit whole within
+// zero_optimization.stage3_max_live_parameters gathers them once per batch and keeps them until
+// the optimizer step (ParameterCoordinator::hold_all); otherwise the coordinator's hooks gather
+// each module for its forward and again for its backward, micro-batch by micro-batch.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +66,7 @@ class PipelineEngine {
   using MicroBatches = std::function<data::Batch(int micro_batch)>;
 
   // Collective over `world`. Throws ds::Error naming the key for a missing or indivisible
-  // pipeline.stages, more stages than layers, or an unsupported ZeRO stage.
+  // pipeline.stages or more stages than layers.
   PipelineEngine(const PipelineModule& module, const Config& config, std::shared_ptr<comm::Backend> world);
   // The built-in GPT: gpt_pipeline_module(model, config.pipeline().partition).
   PipelineEngine(const models::GPTConfig& model, const Config& config, std::shared_ptr<comm::Backend> world);
