@@ -10,7 +10,8 @@ them (SplitMix64, engine/data/split_mix.hpp).
 
   hf_gpt2_reference.py loss DIR --tokens FILE             rows of T+1 int64 tokens, raw little-endian
   hf_gpt2_reference.py loss DIR --text FILE --seed S --step N --batch B
-prints the mean next-token cross entropy (float64 text, full precision).
+(--block-size T: rows of T + 1 tokens; default n_positions) prints the mean next-token cross entropy
+(full precision); --logits FILE also writes the logits, raw little-endian float32.
 """
 import argparse
 import json
@@ -182,14 +183,19 @@ def main():
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--step", type=int, default=0)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--logits", help="also write the logits [rows, T, vocab] here, raw little-endian float32")
+    parser.add_argument("--block-size", type=int, help="T of the rows (default: n_positions)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_model(args.folder)
-    block_size = model.transformer.wpe.weight.shape[0]
+    block_size = args.block_size or model.transformer.wpe.weight.shape[0]
     if args.tokens:
         rows = np.fromfile(args.tokens, dtype="<i8").reshape(-1, block_size + 1)
     else:
         rows = text_batch(args.text, block_size, args.seed, args.step, args.batch)
+    if args.logits:
+        with torch.no_grad():
+            model(torch.from_numpy(np.ascontiguousarray(rows[:, :-1]))).numpy().astype("<f4").tofile(args.logits)
     print(repr(loss(model, rows)))
 
 

@@ -1,8 +1,10 @@
 // Hugging Face weights out of a sharded checkpoint and back in: the GPT's export, loaded into a
 // PyTorch GPT-2 written in Python (tests/apps/hf_gpt2_reference.py, /usr/bin/python3 with torch and
-// numpy), gives the engine's loss on the same batch; a Llama exports under its own names; the import
-// gives the engine's logits back from one file, from a sharded folder and from F16/BF16 copies that
-// Python writes; the export streams (peak RSS); bad folders fail naming the tensor and the file.
+// numpy), gives the engine's loss on the same batch, and a Llama's, loaded into a PyTorch
+// LlamaForCausalLM (tests/apps/hf_llama_reference.py), too; the import gives the engine's logits back
+// from one file, from our sharded export (cut as save_pretrained cuts) and from sharded folders and
+// F16/BF16 copies that Python writes; the export streams (peak RSS); bad folders (a missing shard, an
+// index naming a tensor its shard lacks, dtypes we do not load) fail naming the tensor and the file.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
@@ -12,6 +14,7 @@
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/checkpoint/export.hpp"
+#include "dstrain/engine/checkpoint/hf_format.hpp"
 #include "dstrain/engine/checkpoint/hf_import.hpp"
 #include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/engine/engine.hpp"
@@ -30,6 +33,7 @@ namespace fs = std::filesystem;
 using Engine = ds::Engine<ds::models::GPT>;
 
 const std::string kReference = std::string(DSTRAIN_SOURCE_DIR) + "/tests/apps/hf_gpt2_reference.py";
+const std::string kLlamaReference = std::string(DSTRAIN_SOURCE_DIR) + "/tests/apps/hf_llama_reference.py";
 
 nlohmann::json model_block(int64_t n_layer = 2, int64_t n_embd = 32, int64_t vocab = 64) {
   return {{"type", "gpt"}, {"n_layer", n_layer}, {"n_head", 2},      {"n_embd", n_embd},
@@ -77,11 +81,22 @@ std::string output_of(const std::string& command) {
   return text;
 }
 
-double python_loss(const std::string& folder, const at::Tensor& rows, const std::string& scratch) {
-  const std::string tokens = scratch + "/tokens.bin";
+// The loss that `reference` (a Python model of transformers') gives the weights in `folder` on
+// `rows` of T + 1 tokens; with `logits`, its logits there too.
+double python_loss(const std::string& folder, const at::Tensor& rows, const std::string& scratch,
+                   const std::string& reference = kReference, at::Tensor* logits = nullptr) {
+  const std::string tokens = scratch + "/tokens.bin", logits_file = scratch + "/logits.bin";
   std::ofstream(tokens, std::ios::binary)
       .write(static_cast<const char*>(rows.contiguous().data_ptr()), rows.numel() * static_cast<int64_t>(sizeof(int64_t)));
-  return std::stod(output_of("/usr/bin/python3 " + kReference + " loss " + folder + " --tokens " + tokens));
+  const double loss = std::stod(output_of("/usr/bin/python3 " + reference + " loss " + folder + " --tokens " + tokens +
+                                          " --block-size " + std::to_string(rows.size(1) - 1) +
+                                          (logits ? " --logits " + logits_file : "")));
+  if (logits) {
+    std::ifstream in(logits_file, std::ios::binary);
+    in.read(static_cast<char*>(logits->data_ptr()), static_cast<std::streamsize>(logits->nbytes()));
+    REQUIRE(in.gcount() == static_cast<std::streamsize>(logits->nbytes()));
+  }
+  return loss;
 }
 
 template <class Fn>
@@ -186,6 +201,22 @@ for kind, convert in (("F16", lambda a: a.astype("<f2")), ("BF16", bf16)):
     write(root + "/" + kind + "/model.safetensors", {n: (kind, convert(weights[n])) for n in names})
     open(root + "/" + kind + "/config.json", "w").write(config)
 
+import shutil
+shutil.copytree(root + "/sharded", root + "/lost_shard")
+os.remove(root + "/lost_shard/model-00002-of-00002.safetensors")
+shutil.copytree(root + "/sharded", root + "/misplaced")
+index = json.load(open(root + "/misplaced/model.safetensors.index.json"))
+index["weight_map"]["h.1.ln_2.bias"] = "model-00001-of-00002.safetensors"  # it is in the second
+json.dump(index, open(root + "/misplaced/model.safetensors.index.json", "w"))
+os.makedirs(root + "/F64")
+write(root + "/F64/model.safetensors", {n: ("F64", weights[n].astype("<f8")) for n in names})
+open(root + "/F64/config.json", "w").write(config)
+for kind, dtype in (("I8", "<i1"), ("F8_E4M3", "u1")):
+    os.makedirs(root + "/" + kind)
+    tensors = {n: ("F32", weights[n]) for n in names}
+    tensors["transformer.h.0.ln_1.weight"] = (kind, np.ones(32, dtype=dtype))
+    write(root + "/" + kind + "/model.safetensors", tensors)
+
 os.makedirs(root + "/missing")
 write(root + "/missing/model.safetensors", {n: ("F32", weights[n]) for n in names if n != "transformer.h.1.mlp.c_fc.bias"})
 open(root + "/missing/config.json", "w").write(config)
@@ -217,7 +248,7 @@ TEST_CASE("weights import from a sharded folder, F16 and BF16 copies that Python
   ds::models::GPT sharded(config);
   ds::load_hf_weights(dir + "/sharded", *sharded);
   for (const auto& item : exported->named_parameters()) REQUIRE(torch::equal(sharded->named_parameters()[item.key()], item.value()));
-  for (const auto& [kind, type] : {std::pair{"F16", at::kHalf}, std::pair{"BF16", at::kBFloat16}}) {
+  for (const auto& [kind, type] : {std::pair{"F16", at::kHalf}, std::pair{"BF16", at::kBFloat16}, std::pair{"F64", at::kFloat}}) {
     INFO(kind);
     ds::models::GPT rounded(config);
     ds::load_hf_weights(dir + "/" + kind, *rounded);
@@ -235,10 +266,94 @@ TEST_CASE("weights import from a sharded folder, F16 and BF16 copies that Python
   REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/transposed", *target); }),
                Catch::Contains("'transformer.h.0.attn.c_attn.weight' has shape [96, 32], the model's 'h.0.attn.c_attn.weight' "
                                "needs [32, 96]"));
+  REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/lost_shard", *target); }),
+               Catch::Contains("the index puts tensor '") && Catch::Contains("in this file; the file is missing") &&
+                   Catch::Contains(dir + "/lost_shard/model-00002-of-00002.safetensors"));
+  REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/misplaced", *target); }),
+               Catch::Contains("the index puts tensor 'h.1.ln_2.bias' in this file; it is not there") &&
+                   Catch::Contains(dir + "/misplaced/model-00001-of-00002.safetensors"));
+  for (const std::string kind : {"I8", "F8_E4M3"})
+    REQUIRE_THAT(error_of([&] { ds::load_hf_weights(dir + "/" + kind, *target); }),
+                 Catch::Contains("tensor 'transformer.h.0.ln_1.weight' has dtype " + kind +
+                                 "; weights load from F32, F16, BF16 or F64") &&
+                     Catch::Contains(dir + "/" + kind + "/model.safetensors"));
   REQUIRE_THAT(error_of([&] { (void)ds::hf_model_block(dir + "/transposed"); }),
                Catch::Contains("cannot open the Hugging Face config") && Catch::Contains(dir + "/transposed/config.json"));
   REQUIRE(ds::hf_model_block(dir + "/sharded") ==
           nlohmann::json{{"type", "gpt"}, {"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}, {"vocab_size", 64}});
+}
+
+TEST_CASE("max_shard_size reads as transformers reads it and cuts as its shard_checkpoint cuts", "[hf]") {
+  REQUIRE(ds::ckpt::parse_shard_size("5GB") == 5'000'000'000);
+  REQUIRE(ds::ckpt::parse_shard_size("2GiB") == int64_t{2} << 30);
+  REQUIRE(ds::ckpt::parse_shard_size("200mb") == 200'000'000);
+  REQUIRE(ds::ckpt::parse_shard_size("64KiB") == 65'536);
+  REQUIRE(ds::ckpt::parse_shard_size("1000") == 1000);
+  for (const std::string bad : {"", "GB", "5 GB", "5TB", "0MB", "-1", "1.5GB", "99999999999GB"})
+    REQUIRE_THAT(error_of([&] { ds::ckpt::parse_shard_size(bad); }),
+                 Catch::Contains("max shard size '" + bad + "'") && Catch::Contains("--max-shard-size"));
+  // transformers' documented example: [6, 6, 2, 6, 2, 2] GB at 10GB is [6], [6 + 2], [6 + 2 + 2].
+  REQUIRE(ds::ckpt::shard_starts({6, 6, 2, 6, 2, 2}, 10) == std::vector<size_t>{0, 1, 3});
+  REQUIRE(ds::ckpt::shard_starts({3, 12, 3}, 10) == std::vector<size_t>{0, 1, 2});  // 12 alone
+  REQUIRE(ds::ckpt::shard_starts({4, 4, 4}, 100) == std::vector<size_t>{0});
+  REQUIRE(ds::ckpt::weights_file_name(0, 1) == "model.safetensors");
+  REQUIRE(ds::ckpt::weights_file_name(1, 12) == "model-00002-of-00012.safetensors");
+}
+
+TEST_CASE("a sharded export: files cut at the limit, an index transformers reads, weights that import back",
+          "[mpi][hf]") {
+  const std::string dir = fresh_dir("sharded");
+  auto engine = make_engine(config_json(0, model_block()));
+  training_loop::train(*engine, 2);
+  engine->save_checkpoint(dir + "/ckpt");
+  if (ds::comm::get_rank() != 0) return;
+  const std::vector<std::string> folders = ds::checkpoint_folders(dir + "/ckpt", "");
+  // A GPT of 2 blocks at n_embd 32: wte 8 KiB, a block's c_fc and mlp.c_proj 16 KiB each.
+  constexpr int64_t kLimit = 20'000;
+  ds::export_hf(folders, dir + "/hf");  // one file first: the sharded export replaces it
+  const ds::HfExport exported = ds::export_hf(folders, dir + "/hf", kLimit);
+  REQUIRE(exported.files.size() > 2);
+  REQUIRE(!fs::exists(dir + "/hf/model.safetensors"));
+  const nlohmann::json index = nlohmann::json::parse(std::ifstream(dir + "/hf/model.safetensors.index.json"));
+  std::vector<std::string> order;  // the tensors, file after file
+  int64_t total = 0;
+  int64_t previous = -1;  // the data bytes of the file before
+  for (size_t k = 0; k < exported.files.size(); ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, exported.files.size());
+    REQUIRE(exported.files[k] == name);
+    const ds::io::SafetensorsReader file(dir + "/hf/" + name);
+    const auto& tensors = file.header().tensors;
+    const int64_t data = tensors.back().end;
+    INFO(name << ": " << data << " bytes in " << tensors.size() << " tensors");
+    REQUIRE((data <= kLimit || tensors.size() == 1));
+    // The file before ended only because this one's first tensor did not fit.
+    if (previous >= 0) REQUIRE(previous + tensors.front().bytes() > kLimit);
+    previous = data;
+    for (const auto& tensor : tensors) {
+      REQUIRE(index["weight_map"][tensor.name] == name);
+      order.push_back(tensor.name);
+      total += tensor.bytes();
+    }
+  }
+  REQUIRE(index["metadata"]["total_size"] == total);
+  REQUIRE(index["weight_map"].size() == order.size());
+  std::vector<std::string> expected;
+  for (const auto& item : engine->module()->named_parameters())
+    expected.push_back(ds::ckpt::to_hf_tensor("gpt", item.key()).name);
+  REQUIRE(order == expected);
+
+  ds::models::GPT imported(ds::models::GPTConfig::from_json(model_block()));
+  ds::load_hf_weights(dir + "/hf", *imported);
+  for (const auto& item : engine->module()->named_parameters())
+    REQUIRE(torch::equal(imported->named_parameters()[item.key()], item.value()));
+
+  // Back to one file: the shards and the index go.
+  ds::export_hf(folders, dir + "/hf");
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir + "/hf")) left.push_back(entry.path().filename().string());
+  std::sort(left.begin(), left.end());
+  REQUIRE(left == std::vector<std::string>{"config.json", "model.safetensors"});
 }
 
 TEST_CASE("the export streams: its peak RSS grows by one tensor and its buffers, not by a shard or the model",
@@ -272,28 +387,44 @@ TEST_CASE("the export streams: its peak RSS grows by one tensor and its buffers,
   REQUIRE(fs::file_size(dir + "/hf/model.safetensors") > static_cast<uintmax_t>(model_bytes));
 }
 
-TEST_CASE("a Llama exports under LlamaForCausalLM's own names and imports back to the engine's logits", "[mpi][hf]") {
+TEST_CASE("a Llama exports under LlamaForCausalLM's own names, gives PyTorch's Llama the engine's loss and imports back",
+          "[mpi][hf]") {
   for (bool tied : {false, true}) {
     DYNAMIC_SECTION("tie_word_embeddings " << tied) {
       const nlohmann::json model = {{"type", "llama"}, {"vocab_size", 64}, {"hidden_size", 32}, {"intermediate_size", 48},
                                     {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
                                     {"max_position_embeddings", 16}, {"tie_word_embeddings", tied}};
       const std::string dir = fresh_dir(std::string("llama") + (tied ? "_tied" : ""));
-      const ds::Config config = ds::Config::from_json(config_json(3, model));
+      // A large learning rate moves every weight far from its small initial value in two steps, so
+      // that the logits depend on every part of the equations (RoPE's convention, which query heads
+      // share a key head): near initialization the loss is ln(vocab) whatever they compute.
+      nlohmann::json json = config_json(3, model);
+      json["optimizer"]["params"]["lr"] = 0.05;
+      const ds::Config config = ds::Config::from_json(json);
       torch::manual_seed(13);
       const auto llama_config = ds::models::LlamaConfig::from_json(model);
       auto world = ds::comm::init_distributed("mpi");
       auto engine = ds::initialize(ds::zero::build(config, [&] { return ds::models::Llama(llama_config); }, world), config, world);
       training_loop::train(*engine, 2);
       engine->save_checkpoint(dir + "/ckpt");
-      const at::Tensor inputs = batch_rows(2, 64).slice(1, 0, 16);
+      const at::Tensor rows = batch_rows(2, 64);
+      const at::Tensor inputs = rows.slice(1, 0, 16);
       at::Tensor logits;
+      double loss = 0;
       {
         torch::NoGradGuard no_grad;
         logits = engine->forward(inputs);
+        loss = ds::models::cross_entropy_loss(logits, rows.slice(1, 1, 17)).item<double>();
       }
       if (ds::comm::get_rank() == 0) {
         const ds::HfExport exported = ds::export_hf(ds::checkpoint_folders(dir + "/ckpt", ""), dir + "/hf");
+        at::Tensor python_logits = at::empty_like(logits);
+        const double reference = python_loss(dir + "/hf", rows, dir, kLlamaReference, &python_logits);
+        INFO("engine " << loss << ", PyTorch LlamaForCausalLM " << reference);
+        REQUIRE(std::abs(loss - reference) <= 1e-4 * std::abs(reference));
+        // The mean loss of these weights on random tokens barely depends on positions (RoPE left out
+        // moves it 4e-5); the logits do (by 0.09).
+        REQUIRE(torch::allclose(python_logits, logits, 1e-4, 1e-5));
         ds::models::Llama fresh(llama_config);
         REQUIRE(exported.tensors == static_cast<int64_t>(fresh->parameters().size()));
         REQUIRE(exported.tensors == 2 + 9 * 2 + (tied ? 0 : 1));

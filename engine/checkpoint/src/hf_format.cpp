@@ -202,7 +202,7 @@ std::vector<size_t> shard_starts(const std::vector<int64_t>& bytes, int64_t max_
   std::vector<size_t> starts = {0};
   int64_t filled = 0;
   for (size_t i = 0; i < bytes.size(); ++i) {
-    if (filled > 0 && (filled + bytes[i] > max_bytes || bytes[i] > max_bytes)) {
+    if (filled > 0 && filled + bytes[i] > max_bytes) {
       starts.push_back(i);
       filled = 0;
     }

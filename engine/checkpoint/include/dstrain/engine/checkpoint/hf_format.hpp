@@ -60,9 +60,11 @@ constexpr int64_t kHfMaxShardBytes = 5'000'000'000;
 // ds::Error naming the text.
 int64_t parse_shard_size(const std::string& text);
 
-// How save_pretrained cuts tensors of `bytes` (in their order) into files of at most `max_bytes`:
-// a file ends where the next tensor would take it past the limit, and a tensor larger than the
-// limit gets a file of its own. Returns the index of each file's first tensor (one file: {0}).
+// How transformers' save_pretrained cuts tensors of `bytes` (in their order) into files of at most
+// `max_bytes` (its shard_checkpoint): a file ends where the next tensor would take it past the limit,
+// so a tensor larger than the limit is alone in its file. Returns the index of each file's first
+// tensor (one file: {0}). huggingface_hub's newer split differs only with such a large tensor, which
+// it writes in a file of its own ahead of the others; this keeps the order, so the files stream.
 std::vector<size_t> shard_starts(const std::vector<int64_t>& bytes, int64_t max_bytes);
 
 // The weights file `shard` (from 0) of `count`: "model.safetensors" alone, else
