@@ -774,19 +774,20 @@ json zero(int stage, const json& extra = json::object()) {
 
 }  // namespace
 
-TEST_CASE("The 1-bit family under ZeRO stages 1-3 is an error naming zero_optimization.stage", "[config]") {
+TEST_CASE("The 1-bit family under ZeRO stage 3 is an error naming zero_optimization.stage", "[config]") {
   for (const char* type : {"OneBitAdam", "OneBitLamb", "ZeroOneAdam"}) {
     json optimizer = {{"optimizer", {{"type", type}}}};
     CHECK_NOTHROW(ds::Config::from_json(with(optimizer)));
-    for (int stage : {1, 2, 3}) {
-      INFO(type << " at stage " << stage);
+    for (int stage : {1, 2}) {
       json config = with(optimizer);
       config.merge_patch(zero(stage));
-      const ds::Error error = config_error(config);
-      CHECK(error.key() == std::string("zero_optimization.stage"));
-      CHECK_THAT(error.message(), Contains(std::string(type) + " is not supported with ZeRO (stage " +
-                                           std::to_string(stage) + ")"));
+      CHECK_NOTHROW(ds::Config::from_json(config));
     }
+    json config = with(optimizer);
+    config.merge_patch(zero(3));
+    const ds::Error error = config_error(config);
+    CHECK(error.key() == std::string("zero_optimization.stage"));
+    CHECK_THAT(error.message(), Contains(std::string(type) + " is not supported with ZeRO stage 3"));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "dstrain/comm/backend.hpp"
+#include "dstrain/comm/onebit_kernels.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/zero/buffer_sizes.hpp"
 
@@ -50,6 +51,11 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayo
     buckets_.push_back(std::move(bucket));
   }
   reset_buckets();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    local_offsets_.push_back(local_numel_);
+    local_numel_ += layout_.slot(i).numel;
+  }
+  local_numel_ = comm::onebit::layout_for(local_numel_, group_.world_size()).padded;
 
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].requires_grad()) throw Error("GradientReducer: parameter " + std::to_string(i) + " does not require grad");
@@ -76,6 +82,13 @@ void GradientReducer::on_gradient_ready(size_t i) {
   if (!reducing_) return;
   if (delivered_[i]) throw Error("GradientReducer: gradient of parameter " + std::to_string(i) + " delivered twice in one backward");
   at::Tensor& grad = params_[i].mutable_grad();
+  if (local_only_ && layout_.partitions() > 1) {
+    take_local(i, grad);
+    grad.reset();
+    delivered_[i] = true;
+    if (on_taken_) on_taken_(i);
+    return;
+  }
   pack(i, grad);
   grad.reset();
   delivered_[i] = true;
@@ -86,14 +99,16 @@ void GradientReducer::on_gradient_ready(size_t i) {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);
 }
 
+void GradientReducer::start_backward() {
+  // Every bucket of this backward is written whole (missing gradients as zeros), so a stale
+  // shard can take the results directly.
+  backward_started_ = true;
+  direct_ = shard_stale_;
+  shard_stale_ = false;
+}
+
 void GradientReducer::pack(size_t i, const at::Tensor& grad) {
-  if (!backward_started_) {
-    // Every bucket of this backward is written whole (missing gradients as zeros), so a stale
-    // shard can take the results directly.
-    backward_started_ = true;
-    direct_ = shard_stale_;
-    shard_stale_ = false;
-  }
+  if (!backward_started_) start_backward();
   Bucket& bucket = buckets_[bucket_of_[i]];
   const int64_t width = bucket.shard_end - bucket.shard_begin;
   if (!bucket.buffer.defined()) {
@@ -118,11 +133,33 @@ void GradientReducer::pack(size_t i, const at::Tensor& grad) {
   }
 }
 
-void GradientReducer::set_local_only(bool local_only) {
-  if (local_only && layout_.partitions() != 1)
-    throw Error("GradientReducer: local-only gradients need one partition (ZeRO stage 0), this layout has " +
-                std::to_string(layout_.partitions()));
-  local_only_ = local_only;
+void GradientReducer::set_local_only(bool local_only) { local_only_ = local_only; }
+
+void GradientReducer::take_local(size_t i, const at::Tensor& grad) {
+  if (!backward_started_) {
+    start_backward();
+    if (!local_.defined()) local_ = at::zeros({local_numel_}, options_);
+    // The padding is zero for the compressed allreduce, which leaves values there in place.
+    const int64_t used = local_offsets_.back() + layout_.slot(params_.size() - 1).numel;
+    if (direct_) local_.narrow(0, used, local_numel_ - used).zero_();
+  }
+  at::Tensor range = local_.narrow(0, local_offsets_[i], layout_.slot(i).numel);
+  if (!grad.defined()) {
+    if (direct_) range.zero_();  // an unused parameter contributes zeros
+  } else if (direct_) {
+    range.copy_(grad.reshape({-1}));
+  } else {
+    range.add_(grad.reshape({-1}));
+  }
+}
+
+const at::Tensor& GradientReducer::local_gradients() {
+  if (!local_.defined()) local_ = at::zeros({local_numel_}, options_);
+  if (shard_stale_) {
+    local_.zero_();
+    shard_stale_ = false;
+  }
+  return local_;
 }
 
 void GradientReducer::launch(Bucket& bucket) {
@@ -168,6 +205,16 @@ void GradientReducer::complete(Bucket& bucket) {
 }
 
 void GradientReducer::finish_backward() {
+  if (local_only_ && layout_.partitions() > 1) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (delivered_[i]) continue;
+      take_local(i, params_[i].grad());
+      params_[i].mutable_grad().reset();
+      if (on_taken_) on_taken_(i);
+    }
+    reset_buckets();
+    return;
+  }
   // Buckets that never filled get zeros for their missing parameters, then go out in order.
   for (; next_launch_ < buckets_.size(); ++next_launch_) {
     Bucket& bucket = buckets_[next_launch_];
@@ -213,7 +260,7 @@ const at::Tensor& GradientReducer::grad_shard() {
 }
 
 int64_t GradientReducer::bytes() const {
-  int64_t total = grad_shard_.defined() ? grad_shard_.nbytes() : 0;
+  int64_t total = (grad_shard_.defined() ? grad_shard_.nbytes() : 0) + (local_.defined() ? local_.nbytes() : 0);
   for (const Bucket& bucket : buckets_)
     if (bucket.storage.defined()) total += bucket.storage.nbytes();
   for (const at::Tensor& spare : spares_) total += spare.nbytes();

@@ -261,13 +261,13 @@ std::unique_ptr<ShardOptimizer> EngineCore::make_optimizer(at::Device device, in
   const OptimizerConfig& config = config_.optimizer();
   switch (config.type) {
     case OptimizerType::OneBitAdam:
-      return std::make_unique<OneBitAdamShardOptimizer>(config, layout_->shard_numel(), device, *group_);
+      return std::make_unique<OneBitAdamShardOptimizer>(config, *layout_, device, *group_);
     case OptimizerType::Lamb:
       return std::make_unique<LambShardOptimizer>(config, *layout_, device, *group_);
     case OptimizerType::OneBitLamb:
       return std::make_unique<OneBitLambShardOptimizer>(config, *layout_, device, *group_);
     case OptimizerType::ZeroOneAdam:
-      return std::make_unique<ZeroOneAdamShardOptimizer>(config, layout_->shard_numel(), device, *group_);
+      return std::make_unique<ZeroOneAdamShardOptimizer>(config, *layout_, device, *group_);
     default:
       return make_shard_optimizer(config, state_numel, device);
   }
@@ -386,8 +386,8 @@ double EngineCore::global_grad_norm(const at::Tensor& grads) {
                           ? at::full({1}, fused::sum_of_squares(grads.data_ptr<float>(), grads.numel()), at::kDouble)
                           : grads.pow(2).sum().to(at::kDouble).reshape({1});
   // Under partitioning each rank holds a different shard; unpartitioned, all hold the same, or,
-  // when the gradients were left local (OneBitAdam), each clips its own, as DeepSpeed does.
-  if (layout_->partitions() > 1) group_->all_reduce(sum_sq, comm::ReduceOp::Sum);
+  // when the gradients were left local (the 1-bit family), each clips its own, as DeepSpeed does.
+  if (layout_->partitions() > 1 && !reducer_->local_only()) group_->all_reduce(sum_sq, comm::ReduceOp::Sum);
   return std::sqrt(sum_sq.item<double>());
 }
 
@@ -401,7 +401,10 @@ void EngineCore::step() {
   // The boundary backward waited for its last buckets. The gradient shard is in memory, or on
   // NVMe (undefined here): then step_offloaded unscales and clips each sub-group as it swaps it
   // in, by the same operations in the same order.
-  const at::Tensor grads = reducer_->has_shard_sink() ? at::Tensor() : reducer_->grad_shard();
+  // Left local under partitions (the 1-bit family), they are this rank's whole gradients.
+  const at::Tensor grads = reducer_->has_shard_sink()                              ? at::Tensor()
+                           : reducer_->local_only() && layout_->partitions() > 1 ? reducer_->local_gradients()
+                                                                                 : reducer_->grad_shard();
   const double loss_scale = config_.fp16().enabled ? scaler_.scale() : 1.0;
   const std::optional<double> norm = unscale_and_norm(grads, loss_scale);
   if (!norm) {

@@ -19,9 +19,14 @@ constexpr int64_t kGrain = 1 << 15;
 
 }  // namespace
 
-ZeroOneAdamShardOptimizer::ZeroOneAdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel,
+ZeroOneAdamShardOptimizer::ZeroOneAdamShardOptimizer(const OptimizerConfig& config, const zero::ShardLayout& layout,
                                                      at::Device device, comm::Backend& group)
-    : config_(config), group_(group), local_rank_(rank_env_from_environment().local_rank) {
+    : config_(config),
+      group_(group),
+      local_rank_(rank_env_from_environment().local_rank),
+      partitioned_(layout.partitions() > 1),
+      partition_(layout, group.world_size()) {
+  const int64_t shard_numel = layout.shard_numel();
   if (!device.is_cpu())
     throw Error("ZeroOneAdam runs on the CPU only so far, the model is on " + device.str()).with_key("optimizer.type");
   const auto f32 = at::dtype(at::kFloat).device(device);
@@ -29,9 +34,11 @@ ZeroOneAdamShardOptimizer::ZeroOneAdamShardOptimizer(const OptimizerConfig& conf
   exp_avg_sq_ = at::zeros({shard_numel}, f32);
   momentum_accumulator_ = at::zeros({shard_numel}, f32);
   lrs_ = at::zeros({1}, at::kDouble);
-  const comm::onebit::Layout layout = comm::onebit::layout_for(shard_numel, group.world_size());
-  worker_error_ = at::zeros({layout.padded}, f32);
-  server_error_ = at::zeros({layout.chunk}, f32);
+  worker_error_ = at::zeros({partition_.flat().padded}, f32);
+  server_error_ = at::zeros({partition_.flat().chunk}, f32);
+  if (partitioned_)
+    log::info("ZeroOneAdam under ZeRO: its local steps after var_freeze_step (", config.var_freeze_step,
+              ") need every rank's whole model state, and a run that reaches them stops with an error");
   warn_on_transport_mismatch(config, group, "ZeroOneAdam");
   log::info("ZeroOneAdam: variance updated at exponentially spaced steps until step ", config.var_freeze_step,
             ", 1-bit compressed gradients in between, then local steps over ", group.world_size(), " ranks");
@@ -82,6 +89,12 @@ void ZeroOneAdamShardOptimizer::step(const at::Tensor& params, const at::Tensor&
     // Off the variance steps the gradient is this rank's own; DeepSpeed averages it compressed.
     if (!variance && parallel) group_.compressed_allreduce(grads, worker_error_, server_error_, local_rank_);
     const float* g = grads.data_ptr<float>();
+    if (!variance && partitioned_) {
+      // The whole averaged gradient arrived; this rank steps its shard of it.
+      if (!averaged_shard_.defined()) averaged_shard_ = at::empty_like(exp_avg_);
+      partition_.to_shard(g, averaged_shard_);
+      g = averaged_shard_.data_ptr<float>();
+    }
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         if (variance) v[i] = b2 * v[i] + one_minus_b2 * g[i] * g[i];
@@ -92,6 +105,11 @@ void ZeroOneAdamShardOptimizer::step(const at::Tensor& params, const at::Tensor&
     return;
   }
 
+  if (partitioned_)
+    throw Error("ZeroOneAdam's local steps (after var_freeze_step " + std::to_string(config_.var_freeze_step) +
+                ") move each rank's whole model on its own gradients, state a ZeRO shard does not hold; raise "
+                "var_freeze_step beyond the run, or use zero_optimization.stage 0")
+        .with_key("optimizer.params.var_freeze_step");
   if (step == config_.var_freeze_step + 1) {
     log::info("ZeroOneAdam: step ", step, ", variance frozen, local steps start");
     worker_error_.zero_();

@@ -14,8 +14,10 @@
 // reduction per step) needs neither bucket memory, an add pass, nor a zeroing pass.
 // With a shard sink (ZeRO-Infinity's gradient on NVMe) no shard is held at all: each bucket's result
 // goes to the sink as it completes, to overwrite or add to that range of the shard wherever it is.
-// In local-only mode (one partition only) buckets skip the collective and grad_shard() receives this
-// rank's own gradients: for an optimizer that exchanges its state itself (OneBitAdam).
+// In local-only mode no collective runs: for an optimizer that exchanges its state itself (the 1-bit
+// family). On one partition the buckets skip the collective and grad_shard() receives this rank's own
+// gradients; under partitions each gradient is summed whole into local_gradients() instead (ZeRO-1/2's
+// 1-bit optimizers compress this rank's whole momentum, and only their state is sharded).
 // Between reductions (gradient accumulation under ZeRO 0 and 1) autograd keeps accumulating into
 // param.grad() as usual; a reduction takes param.grad() and frees it.
 #pragma once
@@ -64,8 +66,14 @@ class GradientReducer {
   void set_reducing(bool reducing) { reducing_ = reducing; }
   bool reducing() const { return reducing_; }
   // Whether a reducing backward takes this rank's own gradients without averaging them across the
-  // group (one partition only: a partitioned shard needs the other ranks' gradients).
+  // group: into grad_shard() on one partition, into local_gradients() under partitions.
   void set_local_only(bool local_only);
+  bool local_only() const { return local_only_; }
+  // Under partitions, after a local-only backward: this rank's own gradients of every parameter,
+  // whole and concatenated in parameter order (stage 0's flat order), zero-padded to the length the
+  // compressed allreduce pads them to (comm::onebit::layout_for), so that it runs in place. Zeros a
+  // buffer zero_grad_shard() left stale before handing it out.
+  const at::Tensor& local_gradients();
 
   // Hands every reduced range to `sink` instead of a shard in memory (before the first backward).
   void set_shard_sink(ShardSink sink) { sink_ = std::move(sink); }
@@ -108,6 +116,10 @@ class GradientReducer {
   // frees it, reports it taken, and launches every bucket that is now full, in bucket order.
   void on_gradient_ready(size_t param_index);
   void pack(size_t param_index, const at::Tensor& grad);
+  // Local-only under partitions: sums parameter i's gradient (zeros if undefined) into local_gradients().
+  void take_local(size_t param_index, const at::Tensor& grad);
+  // The first delivery of a backward: whether its results overwrite what the stale buffers hold.
+  void start_backward();
   void launch(Bucket& bucket);
   void complete(Bucket& bucket);
   void reset_buckets();
@@ -127,6 +139,9 @@ class GradientReducer {
   bool local_only_ = false;
   at::TensorOptions options_;  // fp32 on the parameters' device
   at::Tensor grad_shard_;      // allocated by shard() on first use
+  at::Tensor local_;           // local_gradients(), allocated on first use
+  std::vector<int64_t> local_offsets_;  // parameter index -> its offset in local_
+  int64_t local_numel_ = 0;    // local_'s padded length
   bool shard_stale_ = true;    // zero_grad_shard() was called (or nothing was ever written) since
   bool direct_ = false;        // this backward's buckets write straight into the shard
   bool backward_started_ = false;

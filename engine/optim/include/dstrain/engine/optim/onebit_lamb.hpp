@@ -1,5 +1,5 @@
 // OneBitLambShardOptimizer: DeepSpeed's 1-bit LAMB (deepspeed/runtime/fp16/onebit/lamb.py,
-// https://arxiv.org/abs/2104.06069) on the flat fp32 shard of ZeRO stage 0 (the whole model).
+// https://arxiv.org/abs/2104.06069) on the flat fp32 shard of ZeRO stages 0-2.
 //
 //   steps 1 .. freeze_step   LAMB (as LambShardOptimizer, without bias correction, eps outside the
 //                            root) on the gradients the engine averaged; each parameter's running
@@ -22,10 +22,17 @@
 //
 // The per-parameter scalars (lamb_coeff_freeze, last_factor, scaling_coeff) are the same on every
 // rank: replicated_state(), restored at any world size; only the compression errors are per rank.
+//
+// Under ZeRO-1/2 (a partitioned layout) the warm-up is LambShardOptimizer's ZeRO; after the freeze
+// the engine hands this rank's whole gradients, the scaled momentum is compressed on the whole flat
+// vector as at stage 0 (OneBitPartition keeps the result between steps, one bit per value), and the
+// fresh variance, the per-parameter sums (combined across the group) and the update run on this
+// rank's shard.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -33,6 +40,7 @@
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/engine/optim/lamb.hpp"
+#include "dstrain/engine/optim/onebit_partition.hpp"
 #include "dstrain/engine/optim/optimizer.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/zero/shard_layout.hpp"
@@ -41,7 +49,8 @@ namespace ds {
 
 class OneBitLambShardOptimizer : public ShardOptimizer {
  public:
-  // layout: unpartitioned (stage 0); group: the data-parallel group the momentum is averaged over.
+  // layout: the engine's (stage 0: one partition; 1-2: partitioned over `group`); group: the
+  // data-parallel group the momentum is averaged over.
   OneBitLambShardOptimizer(const OptimizerConfig& config, const zero::ShardLayout& layout, at::Device device,
                            comm::Backend& group);
 
@@ -55,8 +64,18 @@ class OneBitLambShardOptimizer : public ShardOptimizer {
   bool needs_reduced_gradients(int64_t step) const override { return step <= config_.freeze_step; }
 
  private:
-  void start_compression();
+  struct Arithmetic;
+  // Per parameter: Σ update², Σ (m/denom)², max(denom / denom_fresh).
+  using Stats = std::array<double, 3>;
+
+  bool compression_started() const;
+  // Fixes scaling_coeff from the whole momentum `m` (stage 0's flat order).
+  void start_compression(const at::Tensor& m);
   void compressed_step(const at::Tensor& params, const at::Tensor& grads, double lr);
+  void partitioned_compressed_step(const at::Tensor& params, const at::Tensor& grads, double lr);
+  std::vector<double> coefficients_from(const std::vector<Stats>& stats);
+  // Whether every rank's exp_avg shard is the kept result, unscaled.
+  bool kept_momentum_current();
 
   OptimizerConfig config_;
   LambShardOptimizer lamb_;
@@ -69,6 +88,8 @@ class OneBitLambShardOptimizer : public ShardOptimizer {
   at::Tensor coeff_freeze_;   // double, one per parameter
   at::Tensor last_factor_;    // double, one per parameter
   at::Tensor scaling_coeff_;  // double, one per parameter; 0 until the compression stage starts
+  bool partitioned_ = false;
+  OneBitPartition partition_;
 };
 
 }  // namespace ds

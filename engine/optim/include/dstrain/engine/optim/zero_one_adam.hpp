@@ -1,5 +1,6 @@
 // ZeroOneAdamShardOptimizer: DeepSpeed's 0/1 Adam (deepspeed/runtime/fp16/onebit/zoadam.py,
-// https://arxiv.org/abs/2202.06009) on the flat fp32 shard of ZeRO stage 0 (the whole model).
+// https://arxiv.org/abs/2202.06009) on the flat fp32 shard of ZeRO stage 0 (the whole model), and of
+// stages 1-2 until var_freeze_step.
 //
 // Steps 1 .. var_freeze_step (variance still learning):
 //   at steps t with t % var_interval == 0 the engine averages the gradients in full precision and
@@ -21,6 +22,13 @@
 // against the steps counted here (real steps from 1); its compression is per parameter tensor, here
 // one compressed allreduce of the flat shard, as OneBitAdam's momentum. var_interval and
 // local_step_interval are functions of the step number, so a resumed run continues them exactly.
+//
+// Under ZeRO-1/2 (a partitioned layout) the variance steps are ordinary ZeRO (the shard of the
+// reduce-scattered gradients); at the others the engine hands this rank's whole gradients
+// (GradientReducer::local_gradients()), compressed_allreduce averages them in stage 0's flat order,
+// and this rank's shard of the result steps the shard, as stage 0 steps the whole. The local steps
+// after var_freeze_step are refused there: each rank's whole model moves on its own gradients
+// between syncs, which is state a shard does not hold (docs/optimizers.md).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,15 +39,18 @@
 #include <vector>
 
 #include "dstrain/comm/backend.hpp"
+#include "dstrain/engine/optim/onebit_partition.hpp"
 #include "dstrain/engine/optim/optimizer.hpp"
 #include "dstrain/runtime/config.hpp"
+#include "dstrain/zero/shard_layout.hpp"
 
 namespace ds {
 
 class ZeroOneAdamShardOptimizer : public ShardOptimizer {
  public:
-  // group: the data-parallel group gradients and accumulated moves are averaged over.
-  ZeroOneAdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device,
+  // layout: the engine's (stage 0: one partition; 1-2: partitioned over `group`); group: the
+  // data-parallel group gradients and accumulated moves are averaged over.
+  ZeroOneAdamShardOptimizer(const OptimizerConfig& config, const zero::ShardLayout& layout, at::Device device,
                             comm::Backend& group);
 
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
@@ -73,6 +84,9 @@ class ZeroOneAdamShardOptimizer : public ShardOptimizer {
   at::Tensor lrs_;  // double, one value
   at::Tensor worker_error_;
   at::Tensor server_error_;
+  bool partitioned_;
+  OneBitPartition partition_;
+  at::Tensor averaged_shard_;  // under partitions: this rank's shard of the compressed gradients
   // intervals_at(cached_step_ + 1), so that consecutive steps advance in O(1).
   mutable Intervals cached_;
   mutable int64_t cached_step_ = 0;
