@@ -34,12 +34,19 @@ void parallel_dequantize_add(const uint8_t* record, const quant::Layout& layout,
   over_blocks(layout, [&](int64_t first, int64_t end) { quant::dequantize_add(record, layout, sum, first, end); });
 }
 
-void check_float32(const char* op, const at::Tensor& t, const char* role, int rank) {
+void check_dtype(const char* op, const at::Tensor& t, const char* role, int rank, bool any_floating) {
   if (!t.defined()) throw Error(log::concat(op, ": ", role, " is an undefined tensor")).with_rank(rank);
-  if (t.scalar_type() != at::kFloat || !t.is_cpu())
-    throw Error(log::concat(op, ": ", role, " is ", c10::toString(t.scalar_type()), " on ", t.device().str(),
-                            "; it must be float32 on the CPU"))
+  const bool dtype_ok = any_floating ? at::isFloatingType(t.scalar_type()) : t.scalar_type() == at::kFloat;
+  if (!dtype_ok || !t.is_cpu())
+    throw Error(log::concat(op, ": ", role, " is ", c10::toString(t.scalar_type()), " on ", t.device().str(), "; it must be ",
+                            any_floating ? "floating point" : "float32", " on the CPU"))
         .with_rank(rank);
+}
+void check_float32(const char* op, const at::Tensor& t, const char* role, int rank) {
+  check_dtype(op, t, role, rank, false);
+}
+void check_floating(const char* op, const at::Tensor& t, const char* role, int rank) {
+  check_dtype(op, t, role, rank, true);
 }
 
 // The partner of participant `me` (of `count`) in round `round` of a round-robin tournament (the
@@ -82,13 +89,46 @@ void exchange(Backend& group, int count, int me, int64_t message_bytes, const Ra
   }
 }
 
+// The gather of records in flight; wait() dequantizes every rank's record into the output.
+class QuantizedGatherWork : public Work {
+ public:
+  QuantizedGatherWork(Backend& group, at::Tensor output, const quant::Layout& layout, at::Tensor gathered,
+                      std::unique_ptr<Work> gather, CommsLogger::Timing timing)
+      : group_(group), output_(std::move(output)), layout_(layout), gathered_(std::move(gathered)),
+        gather_(std::move(gather)), timing_(timing) {}
+
+  void wait() override {
+    if (!gather_) return;
+    gather_->wait();
+    gather_.reset();
+    const int world = group_.world_size();
+    const bool in_place = output_.is_contiguous() && output_.scalar_type() == at::kFloat;
+    at::Tensor result = in_place ? output_ : at::empty({output_.numel()}, at::kFloat);
+    for (int r = 0; r < world; ++r)
+      parallel_dequantize(gathered_.data_ptr<uint8_t>() + r * layout_.bytes(), layout_,
+                          result.data_ptr<float>() + r * layout_.numel);
+    if (!in_place) output_.copy_(result.view(output_.sizes()));
+    gathered_ = at::Tensor();
+    group_.comms_logger().end(timing_, world);
+  }
+
+ private:
+  Backend& group_;
+  at::Tensor output_;
+  quant::Layout layout_;
+  at::Tensor gathered_;
+  std::unique_ptr<Work> gather_;
+  CommsLogger::Timing timing_;
+};
+
 }  // namespace
 
-void quantized_all_gather(Backend& group, const at::Tensor& output, const at::Tensor& input, int bits, int64_t block) {
+std::unique_ptr<Work> quantized_all_gather_async(Backend& group, at::Tensor output, const at::Tensor& input, int bits,
+                                                 int64_t block) {
   const char* const op = "quantized_all_gather";
   const int world = group.world_size();
-  check_float32(op, input, "input", group.rank());
-  check_float32(op, output, "output", group.rank());
+  check_floating(op, input, "input", group.rank());
+  check_floating(op, output, "output", group.rank());
   if (output.numel() != world * input.numel())
     throw Error(log::concat(op, ": output has ", output.numel(), " values; ", world, " ranks of ", input.numel(),
                             " need ", world * input.numel()))
@@ -97,18 +137,17 @@ void quantized_all_gather(Backend& group, const at::Tensor& output, const at::Te
   const auto timing = group.comms_logger().begin(
       op, world * layout.bytes(), bits == 8 ? "int8 records: all_gather_into" : "int4 records: all_gather_into");
 
-  const at::Tensor shard = input.contiguous();
+  const at::Tensor shard = input.to(at::kFloat).contiguous();
   at::Tensor sent = at::empty({layout.bytes()}, at::kByte);
   parallel_quantize(shard.data_ptr<float>(), layout, sent.data_ptr<uint8_t>());
   at::Tensor gathered = at::empty({world * layout.bytes()}, at::kByte);
-  group.all_gather_into(gathered, sent);
+  std::unique_ptr<Work> gather = group.all_gather_into_async(gathered, sent);
+  return std::make_unique<QuantizedGatherWork>(group, std::move(output), layout, std::move(gathered),
+                                               std::move(gather), timing);
+}
 
-  at::Tensor result = output.is_contiguous() ? output : at::empty({output.numel()}, at::kFloat);
-  for (int r = 0; r < world; ++r)
-    parallel_dequantize(gathered.data_ptr<uint8_t>() + r * layout.bytes(), layout,
-                        result.data_ptr<float>() + r * input.numel());
-  if (!result.is_same(output)) output.copy_(result.view(output.sizes()));
-  group.comms_logger().end(timing, world);
+void quantized_all_gather(Backend& group, const at::Tensor& output, const at::Tensor& input, int bits, int64_t block) {
+  quantized_all_gather_async(group, output, input, bits, block)->wait();
 }
 
 void quantized_reduce_scatter(Backend& world, Backend& local_group, const at::Tensor& output, const at::Tensor& input,

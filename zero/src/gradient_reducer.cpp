@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "dstrain/comm/backend.hpp"
+#include "dstrain/comm/quantized_collectives.hpp"
 #include "dstrain/comm/onebit_kernels.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/zero/buffer_sizes.hpp"
@@ -162,6 +163,13 @@ const at::Tensor& GradientReducer::local_gradients() {
   return local_;
 }
 
+void GradientReducer::set_quantized(std::shared_ptr<comm::Backend> node_group, int bits) {
+  if (layout_.partitions() == 1)
+    throw Error("GradientReducer: quantized gradients reduce-scatter; one partition (ZeRO stage 0) all-reduces");
+  node_group_ = std::move(node_group);
+  quantized_bits_ = bits;
+}
+
 void GradientReducer::launch(Bucket& bucket) {
   if (!bucket.result.defined())
     bucket.result = layout_.partitions() == 1
@@ -175,6 +183,9 @@ void GradientReducer::launch(Bucket& bucket) {
     ScopedTimer timer(timers_, "reduce_wait");
     if (layout_.partitions() == 1)
       bucket.work = group_.all_reduce_async(bucket.buffer, comm::ReduceOp::Avg);
+    else if (node_group_)
+      comm::quantized_reduce_scatter(group_, *node_group_, bucket.result, bucket.buffer, quantized_bits_,
+                                     comm::ReduceOp::Avg);
     else
       bucket.work = group_.reduce_scatter_into_async(bucket.result, bucket.buffer, comm::ReduceOp::Avg);
   }

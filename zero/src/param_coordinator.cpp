@@ -6,17 +6,41 @@
 #include <functional>
 
 #include "dstrain/comm/backend.hpp"
+#include "dstrain/comm/quantized_collectives.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/zero/init.hpp"
 #include "dstrain/zero/module.hpp"
 #include "dstrain/zero/param_swapper.hpp"
 
 namespace ds::zero {
+namespace {
+
+// qwZ's width: int8, as ZeRO++ and DeepSpeed quantize weights (int4 weights lose too much).
+constexpr int kQuantizedWeightBits = 8;
+
+// hpZ's secondary group: zero_hpz_partition_size consecutive ranks (a node when it is the ranks per
+// node and ranks are numbered node by node); null when off (1, or the whole group).
+std::shared_ptr<comm::Backend> secondary_group(comm::Backend& group, int hpz) {
+  const int world = group.world_size();
+  if (hpz <= 1 || hpz == world) return nullptr;
+  if (world % hpz != 0)
+    throw Error("zero_hpz_partition_size " + std::to_string(hpz) + " must divide the data-parallel world of " +
+                std::to_string(world) + " ranks (it is the ranks of one node)")
+        .with_key("zero_optimization.zero_hpz_partition_size")
+        .with_rank(group.rank());
+  return group.split(group.rank() / hpz, group.rank());
+}
+
+}  // namespace
 
 ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const ShardLayout& layout,
                                            comm::Backend& group, const ZeroConfig& config,
                                            std::unique_ptr<ParamSwapper> swapper)
-    : layout_(layout), group_(group), config_(config), swapper_(std::move(swapper)) {
+    : layout_(layout),
+      group_(group),
+      config_(config),
+      secondary_group_(secondary_group(group, config.zero_hpz_partition_size)),
+      swapper_(std::move(swapper)) {
   if (params.empty()) throw Error("ZeRO stage 3: the model has no trainable parameters");
   options_ = params.front().options().requires_grad(false);
   if (swapper_ && options_.dtype() != at::kFloat)
@@ -87,6 +111,13 @@ void ParameterCoordinator::post_gather(size_t i) {
   Param& p = params_[i];
   const ParamSlot& slot = layout_.slot(i);
   p.gather_buffer = at::empty({slot.chunk * layout_.partitions()}, options_);
+  p.status = ParamStatus::Inflight;
+  p.from_secondary = in_backward_ && p.secondary_current;
+  if (p.from_secondary) {
+    // hpZ: the node's ranks hold the whole parameter between them since the forward's gather.
+    p.work = secondary_group_->all_gather_into_async(p.gather_buffer, p.secondary);
+    return;
+  }
   at::Tensor input;
   if (swapper_) {
     // Every buffer held by a gather in flight: the oldest finishes first (every rank posts the
@@ -97,15 +128,19 @@ void ParameterCoordinator::post_gather(size_t i) {
   } else {
     input = layout_.chunk_view(i, model_shard_);
   }
-  p.work = group_.all_gather_into_async(p.gather_buffer, input);
-  p.status = ParamStatus::Inflight;
+  // qwZ quantizes the gathers that repeat every step; a persistent parameter's (once per step, and
+  // small: biases, norms) stays exact.
+  if (config_.zero_quantized_weights && !p.persistent)
+    p.work = comm::quantized_all_gather_async(group_, p.gather_buffer, input, kQuantizedWeightBits);
+  else
+    p.work = group_.all_gather_into_async(p.gather_buffer, input);
 }
 
 void ParameterCoordinator::finish_gather(size_t i) {
   Param& p = params_[i];
   p.work->wait();
   p.work.reset();
-  if (!swapper_) return;
+  if (!swapper_ || p.from_secondary) return;
   swapper_->release(i);
   gathering_.erase(std::remove(gathering_.begin(), gathering_.end(), i), gathering_.end());
 }
@@ -115,8 +150,17 @@ void ParameterCoordinator::wait_available(size_t i) {
   if (p.status == ParamStatus::Available) return;
   if (p.status == ParamStatus::NotAvailable) post_gather(i);
   finish_gather(i);
+  if (secondary_group_ && !p.persistent && !p.from_secondary) keep_secondary(i);
   p.tensor.set_data(p.gather_buffer.narrow(0, 0, layout_.slot(i).numel).view(p.shape));
   p.status = ParamStatus::Available;
+}
+
+void ParameterCoordinator::keep_secondary(size_t i) {
+  Param& p = params_[i];
+  const int64_t piece = p.gather_buffer.numel() / secondary_group_->world_size();
+  if (!p.secondary.defined()) p.secondary = at::empty({piece}, options_);
+  p.secondary.copy_(p.gather_buffer.narrow(0, secondary_group_->rank() * piece, piece));
+  p.secondary_current = true;
 }
 
 void ParameterCoordinator::free_whole(size_t i) {
@@ -242,7 +286,7 @@ void ParameterCoordinator::prefetch_before(size_t trace_index) {
   if (!trace_complete_ || trace_index >= trace_.size()) return;
   int64_t budget = config_.stage3_prefetch_bucket_size;
   int64_t live = live_numel();
-  if (swapper_) read_ahead(trace_index, false);
+  if (swapper_ && !secondary_group_) read_ahead(trace_index, false);  // with hpZ backward reads no chunk
   for (size_t pos = trace_index; pos-- > 0 && budget > 0;)
     for (size_t i : own_params(*trace_[pos]))
       if (!prefetch(i, budget, live)) return;
@@ -323,6 +367,7 @@ void ParameterCoordinator::release_held() {
 
 void ParameterCoordinator::load_shard_range(const at::Tensor& values, int64_t shard_offset) {
   at::NoGradGuard no_grad;
+  for (Param& p : params_) p.secondary_current = false;  // the next forward's gathers refresh them
   if (swapper_) {
     const at::Tensor fp32 = values.to(at::kFloat).contiguous();
     swapper_->store_range(fp32.data_ptr<float>(), shard_offset, fp32.numel());
@@ -348,6 +393,7 @@ int64_t ParameterCoordinator::bytes() const {
       total += p.gather_buffer.nbytes();
     else if (p.persistent)
       total += p.tensor.nbytes();
+    if (p.secondary.defined()) total += p.secondary.nbytes();
   }
   return total;
 }

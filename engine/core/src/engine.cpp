@@ -22,10 +22,14 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/zero/init.hpp"
+#include "dstrain/zero/node_group.hpp"
 #include "dstrain/zero/param_swapper.hpp"
 
 namespace ds {
 namespace {
+
+// qgZ's width: int4 within the node and across, as ZeRO++ and DeepSpeed's all_to_all_quant_reduce.
+constexpr int kQuantizedGradientBits = 4;
 
 at::ScalarType model_dtype(const Config& config) {
   if (config.bf16().enabled) return at::kBFloat16;
@@ -127,6 +131,15 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   reducer_ = std::make_unique<zero::GradientReducer>(params_, *layout_, *group_, zero.reduce_bucket_size,
                                                      zero.overlap_comm, std::move(on_taken));
   reducer_->set_timers(breakdown_timers());
+  if (zero.zero_quantized_gradients && layout_->partitions() > 1)
+    reducer_->set_quantized(
+        zero::node_group(*group_, rank_env_from_environment(), "zero_optimization.zero_quantized_gradients"),
+        kQuantizedGradientBits);
+  if ((zero.zero_quantized_weights || zero.zero_hpz_partition_size > 1) && stage != 3)
+    log::warn("zero_quantized_weights and zero_hpz_partition_size act at ZeRO stage 3 only (this is stage ", stage,
+              ")");
+  if (zero.zero_quantized_gradients && layout_->partitions() == 1)
+    log::warn("zero_quantized_gradients acts on a partitioned reduce-scatter (ZeRO stages 1-3, several ranks)");
   if (swapper_ && swapper_->swaps_gradients())
     reducer_->set_shard_sink([this](const at::Tensor& values, int64_t shard_offset, bool overwrite) {
       on_gradient_reduced(values, shard_offset, overwrite);

@@ -82,9 +82,15 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   // stage 3's partition (unless that is on NVMe), or, at stages 0-2, the one buffer every
   // parameter views, each padded to partitions x chunk.
   const bool master_is_model = db == 4 && !nvme_optimizer && !nvme_params;
+  // hpZ keeps, beside the partition, 1/H of every gathered parameter (as gathered: padded).
+  const int64_t hpz = zero.zero_hpz_partition_size;
+  int64_t secondary = 0;
+  if (zero.stage == 3 && hpz > 1 && hpz < partitions)
+    for (size_t i = 0; i < shape.numels.size(); ++i)
+      if (shape.numels[i] > zero.stage3_param_persistence_threshold) secondary += packed[i] / hpz;
   if (zero.stage == 3)
     state.parameters = (nvme_optimizer || master_is_model ? 0 : 4 * shard) + (nvme_params ? 0 : db * shard) +
-                       db * persistent;
+                       db * persistent + db * secondary;
   else
     state.parameters = master_is_model ? 4 * partitions * shard : (nvme_optimizer ? 0 : 4 * shard) + db * whole;
   state.gradients = nvme_gradients ? 0 : 4 * shard;

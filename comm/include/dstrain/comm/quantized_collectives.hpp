@@ -19,22 +19,28 @@
 // without deadlock); the comms logger sees them as send and recv of the records' real bytes, and
 // the whole call as quantized_all_gather or quantized_reduce_scatter, its message being the records
 // of the whole gathered or reduced buffer (as all_gather_into and reduce_scatter_into count theirs).
-// The tensors are CPU float32 (the kernels run on the CPU).
+// The tensors are CPU float32 (the kernels run on the CPU); the all-gather also takes fp16/bf16
+// (quantized from, and dequantized back into, the tensors' own dtype through fp32).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/comm/quantize.hpp"
 
 namespace ds::comm {
 
-// output: float32 of world_size() * input.numel() values (input: float32); rank r's shard lands at
-// offset r * input.numel(), as all_gather_into. bits: 8 or 4.
+// output: world_size() * input.numel() values; rank r's shard lands at offset r * input.numel(), as
+// all_gather_into. bits: 8 or 4.
 void quantized_all_gather(Backend& group, const at::Tensor& output, const at::Tensor& input, int bits,
                           int64_t block = quant::kDefaultBlock);
+// The same, posted: input is quantized before it returns (and may change after), the records travel
+// while the caller goes on, and wait() dequantizes them into output, which must stay alive until then.
+std::unique_ptr<Work> quantized_all_gather_async(Backend& group, at::Tensor output, const at::Tensor& input, int bits,
+                                                 int64_t block = quant::kDefaultBlock);
 
 // input: float32 of world.world_size() * output.numel() values; world rank r receives the reduction
 // (Sum or Avg) of slice r over all ranks, as reduce_scatter_into. local_group: this rank's node (see

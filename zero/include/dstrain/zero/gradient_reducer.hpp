@@ -18,6 +18,9 @@
 // family). On one partition the buckets skip the collective and grad_shard() receives this rank's own
 // gradients; under partitions each gradient is summed whole into local_gradients() instead (ZeRO-1/2's
 // 1-bit optimizers compress this rank's whole momentum, and only their state is sharded).
+// With quantized gradients (ZeRO++'s qgZ) a reduce-scatter is comm::quantized_reduce_scatter over
+// the node group instead: int4 or int8 blocks within the node, then across, summed in fp32; it runs
+// when its bucket launches, so it overlaps nothing.
 // Between reductions (gradient accumulation under ZeRO 0 and 1) autograd keeps accumulating into
 // param.grad() as usual; a reduction takes param.grad() and frees it.
 #pragma once
@@ -74,6 +77,10 @@ class GradientReducer {
   // compressed allreduce pads them to (comm::onebit::layout_for), so that it runs in place. Zeros a
   // buffer zero_grad_shard() left stale before handing it out.
   const at::Tensor& local_gradients();
+
+  // Reduce-scatters as ZeRO++'s qgZ from now on: blocks of `bits` (4 or 8), `node_group` being this
+  // rank's node (zero/node_group.hpp). Needs more than one partition.
+  void set_quantized(std::shared_ptr<comm::Backend> node_group, int bits);
 
   // Hands every reduced range to `sink` instead of a shard in memory (before the first backward).
   void set_shard_sink(ShardSink sink) { sink_ = std::move(sink); }
@@ -137,6 +144,8 @@ class GradientReducer {
   TimerRegistry* timers_ = nullptr;
   bool reducing_ = true;
   bool local_only_ = false;
+  std::shared_ptr<comm::Backend> node_group_;  // set: qgZ's quantized reduce-scatter
+  int quantized_bits_ = 0;
   at::TensorOptions options_;  // fp32 on the parameters' device
   at::Tensor grad_shard_;      // allocated by shard() on first use
   at::Tensor local_;           // local_gradients(), allocated on first use

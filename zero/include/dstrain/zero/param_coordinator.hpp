@@ -19,6 +19,14 @@
 // (activation checkpointing recomputing a block) gather and release as in forward but leave the
 // recorded order alone.
 //
+// ZeRO++ (docs/zero.md): with zero_quantized_weights (qwZ) the gathers of the parameters that are
+// not persistent move int8 blocks (comm::quantized_all_gather), and the gathered weights are the
+// dequantized ones while this rank's chunks stay exact. With zero_hpz_partition_size H (hpZ; 1 < H
+// < the group, dividing it) each forward gather also leaves this rank the slice of the whole
+// parameter its place in its group of H consecutive ranks (a node) owns, 1/H of it, and backward's
+// gathers (and recomputations in backward) gather those slices within the H ranks instead, until
+// the next optimizer step (load_shard_range) makes them stale.
+//
 // With a ParamSwapper (offload_param.device "nvme") the chunks live in its swap file instead of a
 // shard in memory: a gather takes its input from the swapper's buffer and gives it back once the
 // gather is done; beyond the prefetch window, the chunks of the next parameters in the recorded
@@ -86,7 +94,8 @@ class ParameterCoordinator : public ModuleHooks {
   void gradient_taken(size_t param_index);
   // End of backward (or of an evaluation forward): release everything not persistent.
   void release_all();
-  // Bytes of parameter data held now: the shard (or the swapper's memory) plus every whole parameter.
+  // Bytes of parameter data held now: the shard (or the swapper's memory), every whole parameter and
+  // hpZ's secondary slices.
   int64_t bytes() const;
   // Every parameter whole (acquire_all) and back (release_acquired_all): GatheredParameters.
   void acquire_all();
@@ -111,6 +120,9 @@ class ParameterCoordinator : public ModuleHooks {
     int users = 0;             // forward frames holding it whole
     at::Tensor gather_buffer;  // [partitions * chunk] while Inflight or Available
     std::unique_ptr<comm::Work> work;
+    bool from_secondary = false;     // the gather posted is hpZ's, within the secondary group
+    at::Tensor secondary;            // hpZ: [partitions * chunk / H], this rank's slice of the whole
+    bool secondary_current = false;  // holds the weights of the last forward since the last step
   };
   struct Frame {
     torch::nn::Module* module;
@@ -128,6 +140,8 @@ class ParameterCoordinator : public ModuleHooks {
   // Waits for parameter i's posted gather and gives its swap buffer back.
   void finish_gather(size_t i);
   void wait_available(size_t i);
+  // hpZ: copies this rank's secondary slice out of parameter i's finished gather.
+  void keep_secondary(size_t i);
   void acquire(size_t i);
   void release(size_t i);
   void free_whole(size_t i);
@@ -144,6 +158,7 @@ class ParameterCoordinator : public ModuleHooks {
   const ShardLayout& layout_;
   comm::Backend& group_;
   ZeroConfig config_;
+  std::shared_ptr<comm::Backend> secondary_group_;  // hpZ's group; null without hpZ
   std::vector<Param> params_;
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl* -> parameter index
   at::TensorOptions options_;   // the parameters' dtype and device
