@@ -4,14 +4,19 @@
 #   - `dstrain export --format safetensors` from a stage 0 checkpoint (-np 1), a stage 3 one (-np 2)
 #     and a 2-stage pipeline's (-np 2): every tensor equals the checkpoint's weights read with NumPy
 #     as docs/checkpoints.md reads them (Conv1D weights transposed), config.json is GPT-2's;
+#   - the pipeline's checkpoint with --max-shard-size 100KB, read with struct and NumPy alone: files
+#     cut at the limit as transformers cuts them, the index's total_size and weight_map, every tensor;
+#     and with --format torch, read by PyTorch (torch.jit.load): every tensor; its progress bar;
 #   - dstrain.model.init_from: the first logged loss of a run started from the export (-np 1
-#     stage 0, and -np 2 stage 3 with the sizes left to config.json) equals the loss that a PyTorch
-#     GPT-2 (hf_gpt2_reference.py) gives the export on that step's batch, within 1e-4 relative;
+#     stage 0, and -np 2 stage 3 from the sharded export with the sizes left to config.json) equals the
+#     loss that a PyTorch GPT-2 (hf_gpt2_reference.py) gives the export on that step's batch, within
+#     1e-4 relative;
 #   - estimate and plan of a config whose model block is init_from alone count the export's parameters;
-#   - a Llama (LlamaForCausalLM's names, 1:1) exported, then init_from at -np 2 stage 3 with lr 0:
+#   - a Llama (LlamaForCausalLM's names, 1:1) exported: init_from's first loss at -np 1 is a PyTorch
+#     LlamaForCausalLM's (hf_llama_reference.py) within 1e-4; init_from at -np 2 stage 3 with lr 0:
 #     its held-out loss is `dstrain eval`'s of the exported checkpoint;
 #   - errors name their key or file: a size that disagrees with config.json, one stage's folder of
-#     a pipeline, a pipeline to the torch format.
+#     a pipeline, a config.json whose sizes the tensors do not have (the tensor and the file).
 set -euo pipefail
 dstrain=$1 source=$2
 shift 2
@@ -34,6 +39,16 @@ for run in 0 3 p; do
   "$dstrain" export --checkpoint "$work/ckpt$run" --format safetensors --out "$work/hf$run" > "$work/export$run.log"
 done
 grep -q "and 1 more stages" "$work/exportp.log" || { echo "the pipeline export names one stage:"; cat "$work/exportp.log"; exit 1; }
+# The pipeline's checkpoint again, cut into files of at most 100 kB (the model holds 474 kB), and
+# as a LibTorch file.
+"$dstrain" export --checkpoint "$work/ckptp" --format safetensors --max-shard-size 100KB --out "$work/hfs" \
+  --progress off > "$work/exports.log"
+"$dstrain" export --checkpoint "$work/ckptp" --out "$work/pipeline.pt" --progress on > "$work/exportt.log"
+# --progress on: the bar, redrawn in place, ends at all of the shards' and weights' megabytes.
+last_bar=$(tr '\r' '\n' < "$work/exportt.log" | grep ' MB | ' | tail -1)
+[[ "$last_bar" =~ \]\ ([0-9.]+)/([0-9.]+)\ MB ]] && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] ||
+  { echo "no finished progress bar:"; cat "$work/exportt.log"; exit 1; }
+grep -q "and 1 more stages" "$work/exportt.log" || { echo "the torch export names one stage:"; cat "$work/exportt.log"; exit 1; }
 
 /usr/bin/python3 - "$work" "$source/tests/apps" <<'PY'
 import json, os, sys
@@ -77,21 +92,71 @@ for run, folders in (("0", [latest(work + "/ckpt0")]), ("3", [latest(work + "/ck
     assert (config["n_embd"], config["n_layer"], config["n_head"], config["n_positions"], config["vocab_size"]) == \
         (64, 2, 4, 32, 256), config
     print(f"export {run}: {len(exported)} tensors equal the checkpoint's")
+
+# The sharded export, read with struct and NumPy alone, against the pipeline's checkpoint (`expected`
+# is the loop's last).
+import re, struct
+def read_file(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    entries = sorted(header.items(), key=lambda item: item[1]["data_offsets"][0])
+    assert entries[-1][1]["data_offsets"][1] == len(data), path
+    return [(name, np.frombuffer(data[e["data_offsets"][0]:e["data_offsets"][1]], dtype="<f4").reshape(e["shape"]), e)
+            for name, e in entries]
+
+limit = 100_000
+hfs = work + "/hfs"
+index = json.load(open(hfs + "/model.safetensors.index.json"))
+files = sorted(f for f in os.listdir(hfs) if f.endswith(".safetensors"))
+assert len(files) > 2 and not os.path.exists(hfs + "/model.safetensors"), files
+assert all(re.fullmatch(r"model-%05d-of-%05d\.safetensors" % (k + 1, len(files)), f) for k, f in enumerate(files)), files
+seen, total, previous = {}, 0, None
+for file in files:
+    tensors = read_file(hfs + "/" + file)
+    data = sum(array.nbytes for _, array, _ in tensors)
+    assert data <= limit or len(tensors) == 1, (file, data)
+    # A file ends only where the next tensor would take it past the limit.
+    assert previous is None or previous + tensors[0][1].nbytes > limit, (file, previous)
+    previous = data
+    for name, array, entry in tensors:
+        assert entry["dtype"] == "F32" and index["weight_map"][name] == file, (name, file)
+        seen[name] = array
+        total += array.nbytes
+assert index["metadata"]["total_size"] == total, (index["metadata"], total)
+assert sorted(index["weight_map"]) == sorted(seen) == sorted(expected), sorted(set(seen) ^ set(expected))
+for name, array in expected.items():
+    assert np.array_equal(seen[name], array), name
+print(f"sharded export: {len(files)} files of at most {limit} bytes, {len(seen)} tensors equal the checkpoint's")
+
+# The pipeline's checkpoint as a LibTorch file, read by PyTorch.
+import torch
+module = torch.jit.load(work + "/pipeline.pt")
+saved = {name: p.detach().numpy() for name, p in module.named_parameters()}
+assert sorted("transformer." + name for name in saved) == sorted(expected), sorted(saved)
+for name, array in saved.items():
+    conv1d = name.endswith(".weight") and (".attn.c_" in name or ".mlp.c_" in name)
+    assert np.array_equal(array.T if conv1d else array, expected["transformer." + name]), name
+print(f"torch export of the pipeline: {len(saved)} tensors equal the checkpoint's")
 PY
 
 # The first step's batch: samples 0.. of step 0 (the trainer's default data seed 1337).
 first_loss() { /usr/bin/python3 -c 'import json,sys; print(repr(json.loads(open(sys.argv[1]).readline())["loss"]))' "$1"; }
 close() {  # close NAME GOT WANT: within 1e-4 relative
   /usr/bin/python3 -c 'import sys; got, want = float(sys.argv[2]), float(sys.argv[3]); ok = abs(got - want) <= 1e-4 * abs(want)
-print(("ok  " if ok else "FAIL") + f" {sys.argv[1]}: dstrain {got}, PyTorch GPT-2 {want}"); sys.exit(0 if ok else 1)' "$@"
+print(("ok  " if ok else "FAIL") + f" {sys.argv[1]}: dstrain {got}, PyTorch {want}"); sys.exit(0 if ok else 1)' "$@"
 }
 "$@" -np 1 "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hf0" --steps 1 --metrics "$work/init0.jsonl" \
   > "$work/init0.log"
 close "init_from at -np 1" "$(first_loss "$work/init0.jsonl")" "$($reference loss "$work/hf0" --text "$text" --batch 2)"
-# Sizes from config.json alone, at stage 3 on two ranks: the global batch is samples 0..3.
-"$@" -np 2 "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hfp" --set dstrain.model.n_layer=null \
+# Sizes from config.json alone, from the sharded export, at stage 3 on two ranks: the global batch is
+# samples 0..3.
+"$@" -np 2 "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hfs" --set dstrain.model.n_layer=null \
   --set dstrain.model.n_embd=null --set zero_optimization.stage=3 --steps 1 --metrics "$work/initp.jsonl" > "$work/initp.log"
-close "init_from at -np 2, stage 3" "$(first_loss "$work/initp.jsonl")" "$($reference loss "$work/hfp" --text "$text" --batch 4)"
+close "init_from of the sharded export at -np 2, stage 3" "$(first_loss "$work/initp.jsonl")" \
+  "$($reference loss "$work/hfs" --text "$text" --batch 4)"
 
 # estimate and plan read init_from's sizes as the trainer does: a model block of init_from alone.
 /usr/bin/python3 - "$source/configs/default.json" "$work/hf0" "$work/init_only.json" <<'PY'
@@ -120,6 +185,11 @@ llama=(--config "$source/configs/llama_tiny.json" --set dstrain.model.vocab_size
 "$dstrain" export --checkpoint "$work/llama" --format safetensors --out "$work/hf-llama" > /dev/null
 grep -q '"architectures": \[\s*"LlamaForCausalLM"' <(tr -d '\n' < "$work/hf-llama/config.json") ||
   { echo "not a LlamaForCausalLM config:"; cat "$work/hf-llama/config.json"; exit 1; }
+# The trainer's first loss from the export is what a PyTorch LlamaForCausalLM gives it on that batch.
+"$@" -np 1 "$dstrain" "${llama[@]}" --set "dstrain.model.init_from=$work/hf-llama" --steps 1 \
+  --metrics "$work/init-llama1.jsonl" > "$work/init-llama1.log"
+close "Llama init_from at -np 1" "$(first_loss "$work/init-llama1.jsonl")" \
+  "$(/usr/bin/python3 "$source/tests/apps/hf_llama_reference.py" loss "$work/hf-llama" --text "$text" --batch 2)"
 "$@" -np 2 "$dstrain" "${llama[@]}" --set "dstrain.model.init_from=$work/hf-llama" --set zero_optimization.stage=3 \
   --set optimizer.params.lr=0 --set dstrain.model.hidden_size=null --steps 1 --metrics "$work/init-llama.jsonl" \
   > "$work/init-llama.log"
@@ -141,5 +211,9 @@ expect_error "dstrain.model.n_layer is 3, init_from's config.json says 2" \
 expect_error "config key 'dstrain.model.init_from': init_from names no folder" "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/nothing" --steps 1
 expect_error "of the model's 28 parameters (one stage of a pipeline?" \
   "$dstrain" export --checkpoint "$work/ckptp/stage0" --format safetensors --out "$work/stage0-only"
-expect_error "exports with --format safetensors" "$dstrain" export --checkpoint "$work/ckptp" --out "$work/model.pt"
+# A config.json whose sizes the tensors do not have: n_embd 64 -> 128.
+cp -r "$work/hf0" "$work/hf-wide"
+sed -i 's/"n_embd": 64/"n_embd": 128/' "$work/hf-wide/config.json"
+expect_error "tensor 'transformer.wte.weight' has shape [256, 64], the model's 'wte.weight' needs [256, 128] [path=$work/hf-wide/model.safetensors]" \
+  "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hf-wide" --set dstrain.model.n_embd=null --steps 1
 echo "hf weights OK"
