@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dstrain's one entry point for a fresh Debian 12 machine (as root, or with sudo):
-#   scripts/run.sh train   install what is missing, build, tokenize the Python docs once (build/data/),
-#                          train a small GPT on them (mpirun -np 2 dstrain, configs/first_run.json);
+#   scripts/run.sh train   install what is missing, build, keep and tokenize the prose of the Python and
+#                          Linux docs once (build/data/), train a small GPT on it (mpirun -np 2
+#                          dstrain, configs/first_run.json);
 #                          with --config FILE, that config instead (e.g. configs/hf_zero3_auto.json)
 #   scripts/run.sh test    install what is missing, build, run the whole test suite
 #   scripts/run.sh build   install what is missing and build
@@ -13,17 +14,21 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 JOBS=${JOBS:-$(nproc)}
 PACKAGES=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread
           libopenmpi-dev openmpi-bin liburing-dev libcli11-dev nlohmann-json3-dev catch2 fio iproute2
-          libpcre2-dev libsentencepiece-dev sentencepiece python3.11-doc clang libclang-rt-14-dev
+          libpcre2-dev libsentencepiece-dev sentencepiece clang libclang-rt-14-dev
           chromium python3-torch python3-numpy)
 # chromium: the headless browser that renders `dstrain plot` pages in the tests; python3-torch and
 # python3-numpy: the tests' Python references (a PyTorch GPT-2 that loads exported weights, ...).
-# The first run's corpus: the reStructuredText sources of the Python 3.11 documentation that
-# python3.11-doc installs (11 MB of English, PSF licence; docs/getting-started.md says why).
-CORPUS=/usr/share/doc/python3.11/html/_sources
+# The first run's corpus, installed by `train` only: the running English (12.9 MB once its markup
+# and code are gone) of the reStructuredText sources of the Python 3.11 and the Linux 6.1
+# documentation (PSF licence, GPL-2.0; docs/getting-started.md says why these).
+CORPUS_PACKAGES=(python3.11-doc linux-doc-6.1)
+CORPORA=(/usr/share/doc/python3.11/html/_sources /usr/share/doc/linux-doc-6.1/html/_sources)
 
+# The packages named, or PACKAGES.
 install_missing() {
-  local missing=()
-  for pkg in "${PACKAGES[@]}"; do
+  local missing=() wanted=("$@")
+  [ $# -eq 0 ] && wanted=("${PACKAGES[@]}")
+  for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return
@@ -55,23 +60,38 @@ if grep -q '^Seccomp:[[:space:]]*[12]' /proc/self/status 2>/dev/null ||
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
 fi
 
-# The first run's data, made once and kept in $BUILD_DIR/data: a 4096-piece SentencePiece model
-# learned by spm_train on the corpus, then the corpus as llm.c token files (5% of each document
-# for validation). The validation file is written last, so its presence means all is there.
+# The first run's data, made once and kept in $BUILD_DIR/data: the corpus's prose, one paragraph a
+# line, one file per source file (scripts/first_run_prose.awk; translations left out); a 4096-piece
+# SentencePiece model learned by spm_train on it (no dummy prefix: a paragraph's first word carries no
+# word-start mark, so generated text after a newline starts without a space); then the prose as
+# llm.c token files (the last 5% of each file for validation). The validation file is written last:
+# its presence means all is there.
 prepare_first_run_data() {
   local data=$BUILD_DIR/data
-  [ -f "$data/python_docs_val.bin" ] && return
-  mkdir -p "$data"
+  local prose=$data/first_run_prose
+  [ -f "$data/first_run_val.bin" ] && return
+  install_missing "${CORPUS_PACKAGES[@]}"
+  echo "setup: keeping the prose of the Python and Linux documentation (once; about half a minute)"
+  rm -rf "$prose"
+  mkdir -p "$prose"
+  local corpus name doc
+  for corpus in "${CORPORA[@]}"; do
+    name=$(basename "$(dirname "$(dirname "$corpus")")")   # python3.11, linux-doc-6.1
+    while IFS= read -r doc; do
+      awk -f "$ROOT/scripts/first_run_prose.awk" "$corpus/$doc" > "$prose/$name-${doc//\//_}"
+    done < <(cd "$corpus" && find . -name '*.rst.txt' -not -path './translations/*' -printf '%P\n' | LC_ALL=C sort)
+  done
+  find "$prose" -type f -empty -delete
   local inputs
-  mapfile -t inputs < <(find "$CORPUS" -name '*.rst.txt' | LC_ALL=C sort)
-  echo "setup: learning a SentencePiece vocabulary on the Python docs (${#inputs[@]} files, once; about a minute)"
-  local list
-  list=$(IFS=,; echo "${inputs[*]}")
-  spm_train --input="$list" --model_prefix="$data/python_docs" --vocab_size=4096 --model_type=unigram \
-    --normalization_rule_name=identity --remove_extra_whitespaces=false --byte_fallback=true \
+  mapfile -t inputs < <(find "$prose" -type f | LC_ALL=C sort)
+  cat "${inputs[@]}" > "$data/first_run_prose.txt"
+  echo "setup: learning a SentencePiece vocabulary on it ($(du -sh "$data/first_run_prose.txt" | cut -f1), ${#inputs[@]} files)"
+  spm_train --input="$data/first_run_prose.txt" --model_prefix="$data/first_run" --vocab_size=4096 \
+    --model_type=unigram --normalization_rule_name=identity --byte_fallback=true --add_dummy_prefix=false \
     --input_sentence_size=200000 --shuffle_input_sentence=true --num_threads="$JOBS" --minloglevel=1
-  "$BUILD_DIR/apps/dstrain/dstrain" tokenize --tokenizer "spm:$data/python_docs.model" --input "${inputs[@]}" \
-    --out "$data/python_docs" --valid-fraction 0.05
+  rm "$data/first_run_prose.txt"
+  "$BUILD_DIR/apps/dstrain/dstrain" tokenize --tokenizer "spm:$data/first_run.model" --input "${inputs[@]}" \
+    --out "$data/first_run" --valid-fraction 0.05
 }
 
 case "${1:-}" in
@@ -81,7 +101,8 @@ case "${1:-}" in
     install_missing; build
     shift
     # A --config of the caller's (e.g. configs/hf_zero3_auto.json) replaces the first run's config and data.
-    first_run=(--config "$ROOT/configs/first_run.json" --set dstrain.data.path="$BUILD_DIR/data/python_docs_train.bin")
+    first_run=(--config "$ROOT/configs/first_run.json" --set dstrain.data.path="$BUILD_DIR/data/first_run_train.bin"
+               --set dstrain.data.valid="$BUILD_DIR/data/first_run_val.bin")
     for arg in "$@"; do
       case $arg in -c|--config|--config=*) first_run=() ;; esac
     done
@@ -93,5 +114,5 @@ case "${1:-}" in
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
     echo "setup: test suite finished in $((SECONDS - start)) s" ;;
   *)
-    sed -n '2,7p' "$0" >&2; exit 2 ;;
+    sed -n '2,8p' "$0" >&2; exit 2 ;;
 esac
