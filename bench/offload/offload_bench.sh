@@ -28,6 +28,8 @@
 #            in the same folder with USER_NP processes at once (per process: aggregate / USER_NP),
 #            and the forward / backward / step milliseconds of each side.
 #            USER_LAYERS x USER_WIDTH (default 8 x 1024, ~100M; 24 x 1024 is the ~300M GPT).
+#            BEFORE=<another build dir>: its trainer's offloaded run too, in the same alternation
+#            (side "nvme-before"), to compare a change with the tree before it in one sitting.
 # Environment: RUNS (default 5), STEPS (default 6; the first step is dropped from medians),
 #   AIO ("block_size queue_depth thread_count", default "1048576 8 1"), SUB_GROUP (elements,
 #   default 1e8), WIDTH/LAYERS of the bandwidth and overhead model (default 1024 x 8: ~100M params),
@@ -220,10 +222,12 @@ if [[ " $what " == *" user "* ]]; then
   user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme
              --set zero_optimization.offload_optimizer.pipeline_read=true --set zero_optimization.offload_optimizer.pipeline_write=true
              --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme)
+  sides="memory nvme${BEFORE:+ nvme-before}"
   for r in $(seq "$runs"); do
-    for side in memory nvme; do
-      sets=("${user_model[@]}"); [ $side = nvme ] && sets+=("${user_nvme[@]}")
-      mpirun --oversubscribe --bind-to none -np "$user_np" "$trainer" --config "$root/configs/default.json" "${sets[@]}" \
+    for side in $sides; do
+      sets=("${user_model[@]}"); [ $side != memory ] && sets+=("${user_nvme[@]}")
+      side_trainer=$trainer; [ $side = nvme-before ] && side_trainer="$BEFORE/apps/dstrain/dstrain"
+      mpirun --oversubscribe --bind-to none -np "$user_np" "$side_trainer" --config "$root/configs/default.json" "${sets[@]}" \
         --steps "$steps" --metrics "$work/user-$side-$r.jsonl" > "$work/user-$side-$r.log" 2>&1
     done
     # ds_io at the aio block the trainer used (the planner leaves it at DeepSpeed's defaults unless set),
@@ -238,12 +242,12 @@ if [[ " $what " == *" user "* ]]; then
   step_mem=$(median "1 / m['samples_per_sec'] * $user_np" "${mem[@]}")
   step_off=$(median "1 / m['samples_per_sec'] * $user_np" "${off[@]}")
   echo "request bytes (one swap_in): $group_bytes"
-  echo "| side | step s | samples/s | forward ms | backward ms | step ms | nvme wait s / step | read GB/s | write GB/s |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-  for side in memory nvme; do
+  echo "| side | step s | samples/s | forward ms | backward ms | step ms | nvme wait s / step | read GB/s | write GB/s | read GB / step | write GB / step |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for side in $sides; do
     files=("$work"/user-$side-*.jsonl)
-    rates="- | -"
-    [ $side = nvme ] && rates="$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${files[@]}")"
+    rates="- | - | - | -"
+    [ $side != memory ] && rates="$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_read_bytes"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / 1e9' "${files[@]}")"
     echo "| $side | $(median "1 / m['samples_per_sec'] * $user_np" "${files[@]}") | $(median 'm["samples_per_sec"]' "${files[@]}") |" \
          "$(median 'm["breakdown_ms"]["forward"]' "${files[@]}") | $(median 'm["breakdown_ms"]["backward"]' "${files[@]}") |" \
          "$(median 'm["breakdown_ms"]["step"]' "${files[@]}") | $(median 'm["nvme_wait_seconds"]' "${files[@]}") | $rates |"
@@ -257,4 +261,12 @@ if [[ " $what " == *" user "* ]]; then
   echo "|---|---:|---:|---:|"
   echo "| read | $swap_r | $(python3 -c "print(f'{$ds_r / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") |"
   echo "| write | $swap_w | $(python3 -c "print(f'{$ds_w / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") |"
+  if [ -n "${BEFORE:-}" ]; then
+    before=("$work"/user-nvme-before-*.jsonl)
+    step_before=$(median "1 / m['samples_per_sec'] * $user_np" "${before[@]}")
+    swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${before[@]}")
+    swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${before[@]}")
+    echo "before: offloaded / in memory samples/s: $(python3 -c "print(f'{$step_mem / $step_before:.3f}')")," \
+         "read $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") x ds_io, write $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") x ds_io"
+  fi
 fi

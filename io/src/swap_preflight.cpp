@@ -192,4 +192,9 @@ void check_swap_path(const std::string& nvme_path, const std::string& key, const
   remove_tree(make_checked_folder(nvme_path, "dstrain-preflight", key, who, bytes_needed));
 }
 
+bool same_file_system(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev;
+}
+
 }  // namespace ds::io

@@ -241,3 +241,96 @@ TEST_CASE("the parameter swap file is preallocated and every chunk read back is 
     CHECK(error.offset() == 12288);
   }
 }
+
+// With a shard file (the optimizer's master file, in the engine) the swapper reads each chunk from
+// it as the 4096-aligned window around the chunk and writes nothing; its checksum is taken from
+// the values stored, so a change anywhere in the window, the neighbours' elements and the zeros
+// past the shard's end included, is caught. The shard file is written here by plain pwrite.
+TEST_CASE("parameters read from a shard file: each chunk's aligned window, checked", "[zero][swap]") {
+  Scratch scratch;
+  const std::string shard_file = scratch.path + "/shard.swp";
+  // Chunk 0 ends mid-page, chunk 1 spans [2048, 8192) in its window, chunk 2's window ends in the
+  // padding past the shard's 8100 elements.
+  const std::vector<ParamSwapper::Chunk> chunks = {{0, 3000}, {3000, 5000}, {8000, 100}};
+  constexpr int64_t kShardNumel = 8100, kPadded = 8192;
+  std::vector<float> values(kShardNumel);
+  auto write_shard = [&](float phase) {
+    for (size_t j = 0; j < values.size(); ++j) values[j] = std::cos(float(j) + phase);
+    std::vector<float> padded(values);
+    padded.resize(kPadded, 0.0f);
+    const int fd = ::open(shard_file.c_str(), O_WRONLY | O_CREAT, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::pwrite(fd, padded.data(), kPadded * 4, 0) == kPadded * 4);
+    ::close(fd);
+  };
+  auto make = [&](int64_t max_in_cpu) {
+    ParamSwapper::Options options;
+    options.nvme_path = scratch.path;
+    options.chunks = chunks;
+    options.buffer_count = 2;
+    options.buffer_size = 1 << 20;
+    options.max_in_cpu = max_in_cpu;
+    options.shard_file = shard_file;
+    options.aio = aio();
+    return std::make_unique<ParamSwapper>(std::move(options));
+  };
+  // Ranges cut anywhere: mid-chunk and mid-page.
+  auto store_all = [&](ParamSwapper& swapper) {
+    swapper.store_range(values.data(), 0, 2500);
+    swapper.store_range(values.data() + 2500, 2500, 5600);
+    swapper.finish_writes();
+  };
+  auto gather = [&](ParamSwapper& swapper, size_t i) {
+    const float* chunk = swapper.acquire(i);
+    for (int64_t j = 0; j < chunks[i].numel; ++j) REQUIRE(chunk[j] == values[chunks[i].shard_offset + j]);
+    swapper.release(i);
+  };
+
+  write_shard(0);
+  for (int64_t max_in_cpu : {int64_t{0}, int64_t{3000}}) {
+    DYNAMIC_SECTION("max_in_cpu " << max_in_cpu) {
+      auto swapper = make(max_in_cpu);
+      SECTION("each chunk reads back, its window's bytes and nothing written; new values after a new pass") {
+        CHECK(swapper->path() == shard_file);
+        CHECK(swapper->folder().empty());
+        CHECK(swapper->file_bytes() == 0);
+        CHECK(std::distance(fs::directory_iterator(scratch.path), fs::directory_iterator()) == 1);  // the shard file
+        store_all(*swapper);
+        swapper->take_stats();
+        for (int step = 0; step < 2; ++step) {
+          for (size_t i = 0; i < chunks.size(); ++i) gather(*swapper, i);
+          write_shard(float(step + 1));  // the file's owner writes the step's values ...
+          store_all(*swapper);           // ... and they pass by the swapper
+        }
+        const ds::io::SwapStats stats = swapper->take_stats();
+        CHECK(stats.write_bytes == 0);
+        // Windows: [0, 3072), [2048, 8192), [7168, 8192) elements.
+        const int64_t windows = max_in_cpu > 0 ? (6144 + 1024) * 4 : (3072 + 6144 + 1024) * 4;
+        CHECK(stats.read_bytes == 2 * windows);
+      }
+      SECTION("values stored that the file does not hold") {
+        store_all(*swapper);
+        values[5000] += 1.0f;
+        store_all(*swapper);
+        const ds::Error error = caught_error([&] { gather(*swapper, 1); });
+        CHECK_THAT(error.message(), Contains("CRC-32C"));
+        CHECK_THAT(error.message(), Contains("parameter 1"));
+        CHECK(error.path() == shard_file);
+        CHECK(error.offset() == 2048 * 4);
+      }
+      SECTION("a neighbour's element in the shared page changed") {
+        store_all(*swapper);
+        overwrite(shard_file, 2050 * 4, 4);  // chunk 0's element, in chunk 1's window
+        CHECK_THAT(caught_error([&] { gather(*swapper, 1); }).message(), Contains("parameter 1"));
+      }
+      SECTION("the padding past the shard's end changed") {
+        store_all(*swapper);
+        overwrite(shard_file, 8150 * 4, 4);  // in chunk 1's window too, which ends at 8192
+        gather(*swapper, 0);
+        const ds::Error error = caught_error([&] { gather(*swapper, 2); });
+        CHECK_THAT(error.message(), Contains("parameter 2"));
+        CHECK(error.offset() == 7168 * 4);
+      }
+    }
+  }
+}

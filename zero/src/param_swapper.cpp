@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dstrain/io/crc32c.hpp"
 #include "dstrain/io/preallocate.hpp"
 #include "dstrain/io/swap_check.hpp"
 #include "dstrain/io/swap_preflight.hpp"
@@ -22,27 +23,44 @@ constexpr const char* kKey = "zero_optimization.offload_param";
 ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
   const size_t n = options_.chunks.size();
   file_offset_.assign(n, -1);
+  read_numel_.assign(n, 0);
+  lead_.assign(n, 0);
+  window_crc_.assign(n, 0);
+  window_taken_.assign(n, 0);
   resident_.resize(n);
   buffer_of_.assign(n, -1);
   written_crc_.assign(n, 0);
   stored_.assign(n, false);
   // The first chunks in shard order stay in memory up to max_in_cpu elements; the rest go to the
-  // file, each at a 4096-aligned offset.
+  // file, each at a 4096-aligned offset, or are read from the shard file, each as the aligned
+  // window around it.
   std::vector<int64_t> chunk_numels;
   for (const Chunk& chunk : options_.chunks) chunk_numels.push_back(chunk.numel);
+  if (n > 0) shard_numel_ = options_.chunks.back().shard_offset + options_.chunks.back().numel;
   const ParamSwapSizes sizes = param_swap_sizes(chunk_numels, options_.max_in_cpu);
   const int64_t largest = sizes.largest_swapped;
   const size_t largest_at = sizes.largest_swapped_at;
+  constexpr int64_t kFloat = sizeof(float);
   for (size_t i = 0; i < n; ++i) {
     if (resident_numel_ < sizes.resident_numel) {
       resident_numel_ += chunk_numels[i];
       resident_[i].resize(chunk_numels[i]);
       continue;
     }
-    file_offset_[i] = file_bytes_;
-    file_bytes_ += padded(i) * static_cast<int64_t>(sizeof(float));
+    if (reads_shard_file()) {
+      const Chunk& chunk = options_.chunks[i];
+      const int64_t begin = chunk.shard_offset / io::kAlignElements * io::kAlignElements;
+      file_offset_[i] = begin * kFloat;
+      lead_[i] = chunk.shard_offset - begin;
+      read_numel_[i] = io::round_up(chunk.shard_offset + chunk.numel, io::kAlignElements) - begin;
+    } else {
+      file_offset_[i] = file_bytes_;
+      read_numel_[i] = padded(i);
+      file_bytes_ += read_numel_[i] * kFloat;
+    }
+    buffer_numel_ = std::max(buffer_numel_, read_numel_[i]);
   }
-  if (file_bytes_ > 0) {
+  if (largest > 0) {
     if (largest > options_.buffer_size)
       throw Error("buffer_size is " + std::to_string(options_.buffer_size) + " elements, but parameter " +
                   std::to_string(largest_at) + "'s chunk on this rank has " + std::to_string(largest) +
@@ -55,34 +73,38 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
                   "ahead of the gathers): set buffer_count to 1 or more (DeepSpeed's default is 5)")
           .with_key(std::string(kKey) + ".buffer_count")
           .with_rank(options_.rank);
-    buffer_numel_ = sizes.buffer_numel;
   }
 
-  folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-param-rank" + std::to_string(options_.rank),
-                                 std::string(kKey) + ".nvme_path", file_bytes_);
+  if (!reads_shard_file())
+    folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-param-rank" + std::to_string(options_.rank),
+                                   std::string(kKey) + ".nvme_path", file_bytes_);
   try {
-    if (file_bytes_ > 0) {
+    if (largest > 0) {
       for (int b = 0; b < options_.buffer_count; ++b)
         buffers_.push_back({static_cast<float*>(memory_.allocate(buffer_numel_ * sizeof(float)))});
       reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
+    }
+    if (file_bytes_ > 0) {
       writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
       io::preallocate(path(), file_bytes_);
     }
   } catch (...) {
     reader_.reset();
     writer_.reset();
-    remove_tree(folder_);
+    if (!folder_.empty()) remove_tree(folder_);
     throw;
   }
   log::info("offload_param: ", swapped_numel(), " fp32 elements of this rank's parameter partition on NVMe in ",
-            folder_, ", ", resident_numel_, " in memory (max_in_cpu), ", buffers_.size(), " buffers of ",
-            buffer_numel_, " elements (", buffers_.size() * buffer_numel_ * sizeof(float) / 1e6, " MB)");
+            reads_shard_file() ? path() + " (the optimizer's master: nothing written twice)" : folder_, ", ",
+            resident_numel_, " in memory (max_in_cpu), ", buffers_.size(), " buffers of ", buffer_numel_,
+            " elements (", buffers_.size() * buffer_numel_ * sizeof(float) / 1e6, " MB)");
 }
 
 ParamSwapper::~ParamSwapper() {
   // The handles' destructors wait for queued I/O (and log its errors) before the file goes.
   writer_.reset();
   reader_.reset();
+  if (folder_.empty()) return;  // reading the shard file, whose owner removes it
   try {
     remove_tree(folder_);
   } catch (const Error& e) {
@@ -90,7 +112,7 @@ ParamSwapper::~ParamSwapper() {
   }
 }
 
-std::string ParamSwapper::path() const { return folder_ + "/params.swp"; }
+std::string ParamSwapper::path() const { return reads_shard_file() ? options_.shard_file : folder_ + "/params.swp"; }
 
 int64_t ParamSwapper::padded(size_t i) const { return io::round_up(options_.chunks[i].numel, io::kAlignElements); }
 
@@ -141,10 +163,10 @@ bool ParamSwapper::read_ahead(size_t i) {
     if (buffers_[k].state == State::Free) b = static_cast<int>(k);
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
-  reader_->async_pread(buffer.data, padded(i) * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
+  reader_->async_pread(buffer.data, read_numel_[i] * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
   buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;
-  stats_.read_bytes += padded(i) * sizeof(float);
+  stats_.read_bytes += read_numel_[i] * sizeof(float);
   buffer.state = State::Reading;
   buffer.param = i;
   buffer.order = next_order_++;
@@ -175,7 +197,7 @@ const float* ParamSwapper::acquire(size_t i) {
   wait_reads(buffer_of_[i]);
   Buffer& buffer = buffers_[buffer_of_[i]];
   buffer.state = State::Acquired;
-  return buffer.data;
+  return buffer.data + lead_[i];
 }
 
 void ParamSwapper::release(size_t i) {
@@ -194,6 +216,7 @@ void ParamSwapper::drop_read_ahead() {
 }
 
 void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_t count) {
+  if (reads_shard_file()) checksum_windows(values, shard_offset, count);
   const int64_t end = shard_offset + count;
   // The first chunk ending past shard_offset; chunks are in shard order.
   auto first = std::upper_bound(options_.chunks.begin(), options_.chunks.end(), shard_offset,
@@ -207,6 +230,7 @@ void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_
       std::memcpy(resident_[i].data() + (lo - chunk.shard_offset), values + (lo - shard_offset), (hi - lo) * sizeof(float));
       continue;
     }
+    if (reads_shard_file()) continue;  // its owner writes these values
     // A chunk cut by the range's end waits in its buffer for the rest from the next range.
     if (buffer_of_[i] < 0) {
       const int b = take_buffer(true);
@@ -231,6 +255,32 @@ void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_
   }
 }
 
+void ParamSwapper::checksum_windows(const float* values, int64_t shard_offset, int64_t count) {
+  const int64_t end = shard_offset + count;
+  // Windows are in shard order and overlap only where two chunks share a page: from the first
+  // window ending past shard_offset to the last starting before end.
+  auto first = std::upper_bound(options_.chunks.begin(), options_.chunks.end(), shard_offset, [](int64_t offset, const Chunk& c) {
+    return offset < io::round_up(c.shard_offset + c.numel, io::kAlignElements);
+  });
+  for (size_t i = first - options_.chunks.begin(); i < options_.chunks.size(); ++i) {
+    if (!swapped(i)) continue;
+    const int64_t begin = options_.chunks[i].shard_offset - lead_[i];
+    if (begin >= end) break;
+    const int64_t lo = std::max(shard_offset, begin), hi = std::min(end, begin + read_numel_[i]);
+    if (lo >= hi) continue;
+    if (lo == begin) window_crc_[i] = 0, window_taken_[i] = 0;  // a new pass over the shard
+    window_crc_[i] = io::crc32c(window_crc_[i], values + (lo - shard_offset), (hi - lo) * sizeof(float));
+    window_taken_[i] += hi - lo;
+    // Past the shard's end the file holds its padding's zeros, which no range brings.
+    const int64_t in_shard = std::min(begin + read_numel_[i], shard_numel_) - begin;
+    if (window_taken_[i] < in_shard) continue;
+    const int64_t zero_bytes = (read_numel_[i] - in_shard) * static_cast<int64_t>(sizeof(float));
+    written_crc_[i] = zero_bytes > 0 ? io::crc32c_combine(window_crc_[i], io::crc32c_of_zeros(zero_bytes), zero_bytes)
+                                     : window_crc_[i];
+    stored_[i] = true;
+  }
+}
+
 void ParamSwapper::finish_writes() {
   for (const Buffer& buffer : buffers_)
     if (buffer.state == State::Staging)
@@ -247,7 +297,7 @@ void ParamSwapper::wait_reads(int b) {
     // The failed read's offset says whose chunk it was.
     std::string whose = "parameter chunk";
     for (size_t i = 0; i < file_offset_.size() && e.offset(); ++i)
-      if (swapped(i) && *e.offset() >= file_offset_[i] && *e.offset() < file_offset_[i] + padded(i) * static_cast<int64_t>(sizeof(float)))
+      if (swapped(i) && *e.offset() >= file_offset_[i] && *e.offset() < file_offset_[i] + read_numel_[i] * static_cast<int64_t>(sizeof(float)))
         whose = chunk_name(i);
     throw io::naming_block(e, whose).with_rank(options_.rank);
   }
@@ -255,7 +305,7 @@ void ParamSwapper::wait_reads(int b) {
     if (buffer.state == State::Reading && !buffer.checked && buffer.read_done_at <= count) {
       const size_t i = buffer.param;
       io::check_swap_block(written_crc_[i], buffer.read_crc, path(), file_offset_[i],
-                           padded(i) * static_cast<int64_t>(sizeof(float)), chunk_name(i), options_.rank);
+                           read_numel_[i] * static_cast<int64_t>(sizeof(float)), chunk_name(i), options_.rank);
       buffer.checked = true;
     }
 }

@@ -19,6 +19,7 @@
 #include "dstrain/engine/optim/onebit_lamb.hpp"
 #include "dstrain/engine/optim/zero_one_adam.hpp"
 #include "dstrain/io/aio_settings.hpp"
+#include "dstrain/io/swap_preflight.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/zero/init.hpp"
@@ -37,11 +38,14 @@ at::ScalarType model_dtype(const Config& config) {
   return at::kFloat;
 }
 
-// offload_param.device "nvme": this rank's parameter chunks go to a swap file (docs/offload.md).
-std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, const zero::ShardLayout& layout) {
+// offload_param.device "nvme": this rank's parameter chunks go to a swap file, or are read from
+// `master_file` where that holds them (docs/offload.md).
+std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, const zero::ShardLayout& layout,
+                                                       const std::string& master_file) {
   const OffloadParamConfig& offload = config.zero_optimization().offload_param;
   zero::ParamSwapper::Options options;
   options.nvme_path = offload.nvme_path;
+  options.shard_file = master_file;
   options.rank = layout.rank();
   for (size_t i = 0; i < layout.size(); ++i) options.chunks.push_back({layout.slot(i).shard_offset, layout.slot(i).chunk});
   options.buffer_count = offload.buffer_count;
@@ -144,9 +148,16 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
     reducer_->set_shard_sink([this](const at::Tensor& values, int64_t shard_offset, bool overwrite) {
       on_gradient_reduced(values, shard_offset, overwrite);
     });
-  if (stage == 3)
-    coordinator_ = std::make_unique<zero::ParameterCoordinator>(params_, *layout_, *group_, zero,
-                                                                nvme_params ? make_param_swapper(config_, *layout_) : nullptr);
+  if (stage == 3) {
+    // In fp32 (offload_param's only dtype) the optimizer's master file holds exactly the
+    // partition, rewritten by every step: on the same disk the parameters are read from it rather
+    // than written to a second file each step.
+    const std::string master_file = swapper_ && io::same_file_system(zero.offload_param.nvme_path, swapper_->folder())
+                                        ? swapper_->path_of(0)
+                                        : std::string();
+    coordinator_ = std::make_unique<zero::ParameterCoordinator>(
+        params_, *layout_, *group_, zero, nvme_params ? make_param_swapper(config_, *layout_, master_file) : nullptr);
+  }
   if (stage == 3 && master_storage_ == MasterStorage::Model) master_ = coordinator_->shard();
   lr_ = schedule_.lr(0);
   // Building and sharding the model freed what it no longer holds (whole parameters, staging

@@ -37,4 +37,8 @@ void check_swap_path(const std::string& nvme_path, const std::string& key, const
 // nvme_path.
 int64_t remove_dead_swap_folders(const std::string& nvme_path);
 
+// Whether two existing paths are on one file system (the same st_dev), so that swap files under
+// both share one disk's bandwidth; false when either cannot be stat'ed.
+bool same_file_system(const std::string& a, const std::string& b);
+
 }  // namespace ds::io

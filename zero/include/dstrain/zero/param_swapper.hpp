@@ -22,6 +22,14 @@
 // handle's workers compute it) and each read is checked against it: other bytes (the file
 // overwritten, or truncated and written past) or a read past the end of a truncated file are a
 // ds::Error naming the file, the offset and the parameter; so is reading a chunk never stored.
+//
+// With Options::shard_file the swapper has no file of its own: it reads its chunks from a file
+// that already holds this rank's whole shard at the shard's own offsets (in fp32 at stage 3 with
+// the optimizer on NVMe, the optimizer's master file holds exactly the partition), and writes
+// nothing. A chunk there starts and ends mid-page, so its read is the 4096-aligned window around
+// it, and the buffer hands out the chunk from inside the window. store_range then only takes the
+// CRC-32C of each window from the values as they pass (the bytes the file's owner writes), which
+// every read is checked against as before.
 #pragma once
 
 #include <cstdint>
@@ -49,12 +57,15 @@ class ParamSwapper {
     int buffer_count = 0;       // offload_param.buffer_count
     int64_t buffer_size = 0;    // offload_param.buffer_size: the largest swapped chunk allowed
     int64_t max_in_cpu = 0;     // offload_param.max_in_cpu: elements kept resident
+    // "": chunks go to <folder>/params.swp. Else a file holding the shard at its offsets (fp32,
+    // padded with zeros to 4096 bytes), kept current by its owner: chunks are read from it.
+    std::string shard_file;
     io::AioSettings aio;
   };
 
   // Checks buffer_count and buffer_size (an error naming the key and a value that works) and
-  // nvme_path (make_swap_folder's preflight), and creates the folder and its file. The file's
-  // contents are undefined until store_range() has covered every chunk.
+  // nvme_path (make_swap_folder's preflight), and creates the folder and its file (none with a
+  // shard_file). The file's contents are undefined until store_range() has covered every chunk.
   explicit ParamSwapper(Options options);
   // Waits for transfers still queued and removes the folder.
   ~ParamSwapper();
@@ -62,11 +73,11 @@ class ParamSwapper {
   ParamSwapper& operator=(const ParamSwapper&) = delete;
 
   bool swapped(size_t i) const { return file_offset_[i] >= 0; }
-  const std::string& folder() const { return folder_; }
-  std::string path() const;
+  const std::string& folder() const { return folder_; }  // "" with a shard_file
+  std::string path() const;  // the file the chunks are read from
   int64_t resident_numel() const { return resident_numel_; }
   int64_t swapped_numel() const;
-  // Bytes of memory held (buffers and resident chunks), and bytes of the swap file.
+  // Bytes of memory held (buffers and resident chunks), and bytes of its own swap file.
   int64_t memory_bytes() const;
   int64_t file_bytes() const { return file_bytes_; }
 
@@ -83,7 +94,9 @@ class ParamSwapper {
   void drop_read_ahead();
 
   // Shard elements [shard_offset, shard_offset + count) hold new values: each swapped chunk is
-  // written once all of its elements have come (ranges come in shard order).
+  // written once all of its elements have come (ranges come in shard order, each element once per
+  // pass over the shard; with a shard_file, only its checksum is taken, and the shard_file must
+  // hold these values by the next read).
   void store_range(const float* values, int64_t shard_offset, int64_t count);
   // Waits for the writes: then the file holds every stored value.
   void finish_writes();
@@ -105,6 +118,9 @@ class ParamSwapper {
   };
 
   int64_t padded(size_t i) const;
+  bool reads_shard_file() const { return !options_.shard_file.empty(); }
+  // With a shard_file: the CRC-32C of each chunk's read window, from the values stored.
+  void checksum_windows(const float* values, int64_t shard_offset, int64_t count);
   // A buffer for chunk i: a free one, else one whose writes have finished, else the latest
   // read-ahead; -1 when all are acquired or staging.
   int take_buffer(bool may_wait_writes);
@@ -116,7 +132,12 @@ class ParamSwapper {
 
   Options options_;
   std::string folder_;
-  std::vector<int64_t> file_offset_;          // per chunk: byte offset in the file, -1 if resident
+  std::vector<int64_t> file_offset_;          // per chunk: byte offset of its read, -1 if resident
+  std::vector<int64_t> read_numel_;           // per chunk: elements read (its own file: the padded chunk)
+  std::vector<int64_t> lead_;                 // per chunk: elements read before its first (shard_file)
+  std::vector<uint32_t> window_crc_;          // per chunk (shard_file): the checksum being taken
+  std::vector<int64_t> window_taken_;         // per chunk (shard_file): elements of it taken so far
+  int64_t shard_numel_ = 0;
   std::vector<std::vector<float>> resident_;  // per chunk: its values when resident
   std::vector<int> buffer_of_;                // per chunk: the buffer reading, holding or staging it
   std::vector<uint32_t> written_crc_;         // per chunk: the CRC-32C of its last write
