@@ -2,9 +2,10 @@
 """Hugging Face's LlamaForCausalLM written out in PyTorch, for the tests: the weights of a folder
 (config.json with model.safetensors or an index's shards, read by hf_gpt2_reference.read_weights with
 struct and numpy) loaded by load_state_dict(strict=True) into modules named as transformers names
-them. The equations are modeling_llama's, as tests/engine/llama_test.cpp transcribes them (which
-imports this file): LlamaRMSNorm, rotary embeddings applied with rotate_half, grouped-query
-attention through repeat_kv, the SwiGLU MLP, the head tied to embed_tokens when tie_word_embeddings.
+them. The equations are modeling_llama's: LlamaRMSNorm, rotary embeddings applied with rotate_half,
+grouped-query attention through repeat_kv, the SwiGLU MLP, the head tied to embed_tokens when
+tie_word_embeddings. tests/engine/llama_test.cpp checks the built-in Llama's logits and gradients
+against these modules too.
 
   hf_llama_reference.py loss DIR --tokens FILE             rows of T+1 int64 tokens, raw little-endian
   hf_llama_reference.py loss DIR --text FILE --seed S --step N --batch B

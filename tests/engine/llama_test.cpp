@@ -1,7 +1,7 @@
 // The built-in Llama against independent references: a plain LibTorch implementation written here
 // from the equations (per-head loops, RoPE as a rotation of feature pairs, GQA by indexing the shared
 // key/value head), and, where /usr/bin/python3 has torch, a Python transcription of Hugging Face's
-// modeling_llama (rotate_half, repeat_kv) run on the same weights. Then RoPE against its closed form,
+// modeling_llama (rotate_half, repeat_kv; tests/apps/hf_llama_reference.py) run on the same weights. Then RoPE against its closed form,
 // the fused RMSNorm and RoPE kernels against their tensor-op versions, pipeline slices against the
 // whole model, the KV cache against the full forward, and the config's errors.
 #include <catch2/catch.hpp>
@@ -157,14 +157,20 @@ void require_same(const Gradients& actual, const Gradients& expected, double tol
   for (const auto& [name, grad] : expected.grads) require_close(actual.grads.at(name), grad, tolerance, name);
 }
 
-// ---- The Python reference: HF's modeling_llama equations, run by /usr/bin/python3 if it has torch. ----
+// ---- The Python reference: HF's modeling_llama (tests/apps/hf_llama_reference.py, which the
+// Hugging Face export's tests load exported weights into), run by /usr/bin/python3 if it has torch. ----
+
+const fs::path kHfLlamaReference = fs::path(__FILE__).parent_path().parent_path() / "apps";
 
 const char* kHfLlama = R"PY(
-import json, math, sys
+import json, sys
 import torch
 import torch.nn.functional as F
 
 folder = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from hf_llama_reference import LlamaForCausalLM
+
 manifest = json.load(open(folder + "/manifest.json"))
 def load(name, shape, dtype=torch.float32):
     data = bytearray(open(folder + "/" + name + ".bin", "rb").read())
@@ -173,52 +179,14 @@ def save(name, tensor):
     open(folder + "/" + name + ".out", "wb").write(tensor.detach().contiguous().numpy().tobytes())
 
 c = manifest["config"]
-P = {name: load(name, shape).requires_grad_() for name, shape in manifest["params"].items()}
+model = LlamaForCausalLM(c)
+model.load_state_dict({name: load(name, shape) for name, shape in manifest["params"].items()}, strict=True)
 tokens = load("tokens", manifest["tokens"], torch.int64)
 targets = load("targets", manifest["tokens"], torch.int64)
-B, T = tokens.shape
-C, H, KV, V = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["vocab_size"]
-D, eps = C // H, c["rms_norm_eps"]
-
-def rms_norm(x, weight):  # LlamaRMSNorm
-    variance = x.pow(2).mean(-1, keepdim=True)
-    return weight * (x * torch.rsqrt(variance + eps))
-
-# LlamaRotaryEmbedding
-inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
-freqs = torch.outer(torch.arange(T).float(), inv_freq)
-emb = torch.cat((freqs, freqs), dim=-1)
-cos, sin = emb.cos(), emb.sin()
-
-def rotate_half(x):
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-def repeat_kv(hidden, n_rep):
-    b, kv, t, d = hidden.shape
-    return hidden[:, :, None, :, :].expand(b, kv, n_rep, t, d).reshape(b, kv * n_rep, t, d)
-
-mask = torch.full((T, T), float("-inf")).triu(1)
-x = F.embedding(tokens, P["model.embed_tokens.weight"])
-for layer in range(c["num_hidden_layers"]):
-    p = lambda name: P["model.layers.%d.%s" % (layer, name)]
-    h = rms_norm(x, p("input_layernorm.weight"))
-    q = F.linear(h, p("self_attn.q_proj.weight")).view(B, T, H, D).transpose(1, 2)
-    k = F.linear(h, p("self_attn.k_proj.weight")).view(B, T, KV, D).transpose(1, 2)
-    v = F.linear(h, p("self_attn.v_proj.weight")).view(B, T, KV, D).transpose(1, 2)
-    q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-    k, v = repeat_kv(k, H // KV), repeat_kv(v, H // KV)
-    w = F.softmax(torch.matmul(q, k.transpose(2, 3)) / math.sqrt(D) + mask, dim=-1, dtype=torch.float32)
-    o = torch.matmul(w, v).transpose(1, 2).reshape(B, T, C)
-    x = x + F.linear(o, p("self_attn.o_proj.weight"))
-    h = rms_norm(x, p("post_attention_layernorm.weight"))
-    x = x + F.linear(F.silu(F.linear(h, p("mlp.gate_proj.weight"))) * F.linear(h, p("mlp.up_proj.weight")),
-                     p("mlp.down_proj.weight"))
-head = P["lm_head.weight"] if "lm_head.weight" in P else P["model.embed_tokens.weight"]
-logits = F.linear(rms_norm(x, P["model.norm.weight"]), head)
-F.cross_entropy(logits.view(-1, V), targets.view(-1)).backward()
+logits = model(tokens)
+F.cross_entropy(logits.view(-1, c["vocab_size"]), targets.view(-1)).backward()
 save("logits", logits)
-for name, param in P.items():
+for name, param in model.named_parameters():
     save(name, param.grad)
 )PY";
 
@@ -249,7 +217,9 @@ Gradients python_gradients(const Params& weights, const LlamaConfig& c, const at
                                {"num_hidden_layers", c.num_hidden_layers},
                                {"vocab_size", c.vocab_size},
                                {"rms_norm_eps", c.rms_norm_eps},
-                               {"rope_theta", c.rope_theta}}},
+                               {"rope_theta", c.rope_theta},
+                               {"intermediate_size", c.intermediate_size},
+                               {"tie_word_embeddings", c.tie_word_embeddings}}},
                              {"tokens", tokens.sizes().vec()}};
   for (const auto& [name, w] : weights) {
     manifest["params"][name] = w.sizes().vec();
@@ -259,7 +229,8 @@ Gradients python_gradients(const Params& weights, const LlamaConfig& c, const at
   write_raw(folder / "targets.bin", targets);
   std::ofstream(folder / "manifest.json") << manifest.dump();
   std::ofstream(folder / "hf_llama.py") << kHfLlama;
-  const std::string command = "/usr/bin/python3 " + (folder / "hf_llama.py").string() + " " + folder.string();
+  const std::string command =
+      "/usr/bin/python3 " + (folder / "hf_llama.py").string() + " " + folder.string() + " " + kHfLlamaReference.string();
   REQUIRE(std::system(command.c_str()) == 0);
   Gradients out;
   out.logits = read_raw(folder / "logits.out", {tokens.size(0), tokens.size(1), c.vocab_size});
