@@ -9,7 +9,8 @@
 #   - a resume with the ranks placed otherwise (--map-by node) stops within 30 s naming rank 1, host
 #     node2 and rank1.bin;
 #   - the two folders copied into one make a checkpoint that `dstrain export` reads and that resumes
-#     at another world size on one machine.
+#     at another world size on one machine;
+#   - with node2's folder emptied, a resume stops naming host node2.
 set -euo pipefail
 stage=$1 dstrain=$2 source=$3
 
@@ -94,4 +95,11 @@ mpirun -np 2 --oversubscribe --bind-to none "$dstrain" --config "$source/configs
   --set zero_optimization.stage="$stage" --save-dir "$work/gathered" --resume --tag global_step4 > "$work/gathered.log" 2>&1 || { cat "$work/gathered.log"; echo "the gathered folder does not resume at -np 2"; exit 1; }
 grep -q 'loaded .*global_step4 at step 4' "$work/gathered.log" || { cat "$work/gathered.log"; echo "no load logged"; exit 1; }
 echo "gathered folder: exported ($(stat -c %s "$work/model.pt") B) and resumed at -np 2 on one machine"
+
+rm -rf "${state:?}/local/node2/"*
+placement=(--map-by slot)
+if train "$work/empty.log" 8 --save-dir "$ckpt" --resume; then echo "a resume with node2's folder empty succeeded"; exit 1; fi
+line=$(grep -m1 'on host node2: with checkpoint.use_node_local_storage every node reads its own folder' "$work/empty.log") ||
+  { cat "$work/empty.log"; echo "no line names node2 with its folder empty"; exit 1; }
+echo "node2's folder emptied: $line"
 echo "node_local stage $stage OK"
