@@ -11,6 +11,8 @@
 #   - the two folders copied into one make a checkpoint that `dstrain export` reads and that resumes
 #     at another world size on one machine;
 #   - with node2's folder emptied, a resume stops naming host node2.
+# At stages 1-3 every run but the last keeps the optimizer on NVMe with nvme_path at the same path:
+# each node's folder holds the swap folders of its own ranks only.
 set -euo pipefail
 stage=$1 dstrain=$2 source=$3
 
@@ -36,12 +38,15 @@ cluster down
 cluster up 2 --rate 1gbit --node-local "$ckpt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+offload=()
+[ "$stage" -eq 0 ] || offload=(--set zero_optimization.offload_optimizer.device=nvme
+                               --set zero_optimization.offload_optimizer.nvme_path="$ckpt")
 placement=(--map-by slot)  # mpirun's default: ranks 0-1 on node1, 2-3 on node2
 train() {  # train LOG STEPS [dstrain options...]: 2 x 2 on the cluster, node-local storage
   local log=$1 steps=$2
   shift 2
   cluster run -- mpirun -np 4 --bind-to none "${placement[@]}" "$dstrain" --config "$source/configs/default.json" --steps "$steps" \
-    --set zero_optimization.stage="$stage" --set checkpoint.use_node_local_storage=true "$@" > "$log" 2>&1
+    --set zero_optimization.stage="$stage" --set checkpoint.use_node_local_storage=true "${offload[@]}" "$@" > "$log" 2>&1
 }
 losses() { sed -n 's/.*"loss":\([^,}]*\).*"step":\([0-9]*\).*/\2 \1/p' "$1"; }
 
@@ -66,6 +71,14 @@ for node in node1 node2; do
   echo "$node's folder: latest $(cat "$folder/latest"), global_step4: $shards index.json"
   [ "$shards" = "rank$first.bin rank$((first + 1)).bin" ] || { echo "$node holds $shards, expected its own ranks' only"; fail=1; }
   [ "$(cat "$folder/latest")" = global_step4 ] || { echo "$node's latest is not global_step4"; fail=1; }
+done
+for node in node1 node2; do
+  [ ${#offload[@]} -gt 0 ] || break
+  # A killed rank's swap folder stays until the next run on its host: dstrain-optimizer-rank<r>-<host>-<pid>-XXXXXX.
+  swaps=$(cd "$state/local/$node" && ls -d dstrain-optimizer-rank* | sed -E 's/-[0-9]+-[^-]+$//' | sort | paste -sd' ')
+  first=$(( ${node#node} * 2 - 2 ))
+  echo "$node's swap folders: $swaps"
+  [ "$swaps" = "dstrain-optimizer-rank$first-$node dstrain-optimizer-rank$((first + 1))-$node" ] || { echo "$node holds other swap folders"; fail=1; }
 done
 cmp "$state/local/node1/global_step4/index.json" "$state/local/node2/global_step4/index.json" || { echo "the nodes' indexes differ"; fail=1; }
 [ $fail -eq 0 ] || exit 1
