@@ -6,7 +6,8 @@
 // stage 3 with the stage's parameters held whole through the batch and gathered module by module,
 // and with offload_optimizer on the CPU and on NVMe. Then a checkpoint round trip: stopped after 3
 // of 6 steps and resumed (at the same ZeRO stage, and at stage 3 from a stage 2 checkpoint), the
-// weights equal an uninterrupted run's. The reference runs on every rank.
+// weights equal an uninterrupted run's. The reference runs on every rank. And the memory planner:
+// under the pipeline engine it holds a stage's parameters whole when the budget allows.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
@@ -14,6 +15,7 @@
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
+#include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"
@@ -193,4 +195,42 @@ TEST_CASE("a pipeline at ZeRO 2 and 3 resumes from its checkpoints", "[mpi][pipe
     world->barrier();
     if (world->rank() == 0) ds::remove_tree(dir);
   }
+}
+
+TEST_CASE("under the pipeline the planner keeps a stage's parameters whole when the budget allows", "[pipeline]") {
+  // A stage of 3 x 1000 + 10 parameters at ZeRO 3 over 4 replicas: the 10 are persistent; the rest
+  // are gathered padded to 4 partitions (1000 is a multiple: 3000 in all).
+  ds::ModelShape shape;
+  shape.numels = {1000, 10, 1000, 1000};
+  auto config = [](bool pipeline) {
+    nlohmann::json json = {{"train_batch_size", 8},
+                           {"train_micro_batch_size_per_gpu", 1},
+                           {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}}}}},
+                           {"zero_optimization",
+                            {{"stage", 3}, {"stage3_param_persistence_threshold", 100}, {"stage3_prefetch_bucket_size", 500}}}};
+    if (pipeline) json["pipeline"] = {{"stages", 2}};
+    return ds::Config::from_json(json);
+  };
+  auto budget_of = [](int64_t bytes) {
+    ds::MemoryBudget budget;
+    if (bytes > 0) budget.node = ds::MemoryLimit{bytes, "test", ""};
+    return budget;
+  };
+  // Per module: the two largest in use, the limit adding the prefetch bucket, which no parameter
+  // fits, so nothing is counted as prefetched.
+  const int64_t held = 3000, in_use = 2000, module_and_prefetch = in_use + 500;
+
+  const ds::MemoryPlan unlimited = ds::plan_memory(config(true), shape, 4, budget_of(0));
+  CHECK(unlimited.zero.stage3_max_live_parameters == held);
+  CHECK(unlimited.gathered_parameters == 4 * held);
+
+  // A budget below what holding them costs (and above what per-module gathers cost), less margin.
+  const int64_t tight = static_cast<int64_t>(static_cast<double>(unlimited.peak() - 4 * 100) / ds::kBudgetShare);
+  const ds::MemoryPlan per_module = ds::plan_memory(config(true), shape, 4, budget_of(tight));
+  CHECK(per_module.zero.stage3_max_live_parameters == module_and_prefetch);
+  CHECK(per_module.gathered_parameters == 4 * in_use);
+
+  // Outside the pipeline the budget plays no part: the module in use and the prefetch.
+  const ds::MemoryPlan data_parallel = ds::plan_memory(config(false), shape, 4, budget_of(0));
+  CHECK(data_parallel.zero.stage3_max_live_parameters == module_and_prefetch);
 }

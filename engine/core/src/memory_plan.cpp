@@ -48,6 +48,29 @@ int64_t gpt_activation_elements(const models::GPTConfig& gpt, int64_t micro_batc
   return static_cast<int64_t>(std::min(elements, 0x1p60));
 }
 
+// Stage 3's parameters gathered for each use (above the persistence threshold), largest first.
+std::vector<int64_t> gathered_numels(const ModelShape& shape, const ZeroConfig& zero) {
+  std::vector<int64_t> gathered;
+  for (int64_t numel : shape.numels)
+    if (numel > zero.stage3_param_persistence_threshold) gathered.push_back(numel);
+  std::sort(gathered.rbegin(), gathered.rend());
+  return gathered;
+}
+
+// A module in use holds at most the two largest whole (a GPT block's MLP).
+int64_t two_largest(const std::vector<int64_t>& largest_first) {
+  int64_t sum = 0;
+  for (size_t i = 0; i < std::min<size_t>(2, largest_first.size()); ++i) sum += largest_first[i];
+  return sum;
+}
+
+// The numels whole as gathered: each padded to a multiple of the partitions.
+int64_t padded_sum(const std::vector<int64_t>& numels, int64_t partitions) {
+  int64_t sum = 0;
+  for (int64_t numel : numels) sum += ceil_div(numel, partitions) * partitions;
+  return sum;
+}
+
 MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, const ZeroConfig& zero) {
   MemoryPlan plan;
   plan.stage = zero.stage;
@@ -142,8 +165,7 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
     plan.gathered_parameters = db * (in_use + prefetch);
     // A pipeline stage whose parameters all fit within stage3_max_live_parameters holds them whole
     // through each batch (PipelineEngine), each padded to the partitions as gathered.
-    int64_t held = 0;
-    for (int64_t numel : partitioned) held += ceil_div(numel, partitions) * partitions;
+    const int64_t held = padded_sum(partitioned, partitions);
     if (config.pipeline().stages && held <= zero.stage3_max_live_parameters) plan.gathered_parameters = db * held;
   } else if (partitions > 1) {
     plan.refresh_gather = db * (partitions + 1) * refresh_gather_width(zero.allgather_bucket_size, static_cast<int>(partitions));
@@ -319,6 +341,18 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
   // nothing may still pay at its least (a prefetch bucket smaller than every parameter gathers
   // none): that is tried when no halving helps.
   const int64_t target = static_cast<int64_t>(static_cast<double>(budget.per_rank()) * kBudgetShare);
+  // Under the pipeline engine a stage gathers all its parameters once per batch and holds them
+  // whole, rather than each module twice per micro-batch, when the peak with them whole fits the
+  // budget (PipelineEngine). Decided on the knobs as they start, so that the search below never
+  // shrinks the others to make room for it.
+  bool hold = false;
+  if (zero.stage == 3 && config.pipeline().stages && left_unset(config, "stage3_max_live_parameters")) {
+    const std::vector<int64_t> partitioned = gathered_numels(shape, zero);
+    const int64_t per_module = two_largest(partitioned) + zero.stage3_prefetch_bucket_size;
+    zero.stage3_max_live_parameters = std::max(per_module, padded_sum(partitioned, world));
+    hold = target <= 0 || size_with(config, shape, world, zero).peak() <= target;
+    if (!hold) zero.stage3_max_live_parameters = per_module;
+  }
   MemoryPlan plan = size_with(config, shape, world, zero);
   while (target > 0 && plan.peak() > target) {
     const Knob* best = nullptr;
@@ -362,27 +396,17 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
              [](ZeroConfig& z, int64_t v) { z.offload_param.buffer_size = v; });
   }
   if (zero.stage == 3) {
-    std::vector<int64_t> partitioned;
-    for (int64_t numel : shape.numels)
-      if (numel > zero.stage3_param_persistence_threshold) partitioned.push_back(numel);
-    std::sort(partitioned.rbegin(), partitioned.rend());
-    int64_t in_use = 0;
-    for (size_t i = 0; i < std::min<size_t>(2, partitioned.size()); ++i) in_use += partitioned[i];
-    int64_t live = in_use + zero.stage3_prefetch_bucket_size;
-    std::string why = "the module in use (" + std::to_string(in_use) + ") + the prefetch bucket";
-    if (config.pipeline().stages) {
-      // A pipeline stage gathers all its parameters once per batch, not each module twice per
-      // micro-batch, when the budget allows them whole (PipelineEngine).
-      int64_t held = 0;
-      for (int64_t numel : partitioned) held += ceil_div(numel, world) * world;
-      ZeroConfig holding = zero;
-      holding.stage3_max_live_parameters = std::max(live, held);
-      if (target <= 0 || size_with(config, shape, world, holding).peak() <= target) {
-        live = holding.stage3_max_live_parameters;
-        why = "at least the pipeline stage's parameters (" + std::to_string(held) + "), held whole through each batch";
-      }
-    }
-    choose("stage3_max_live_parameters", live, why, [](ZeroConfig& z, int64_t v) { z.stage3_max_live_parameters = v; });
+    const std::vector<int64_t> partitioned = gathered_numels(shape, zero);
+    const int64_t in_use = two_largest(partitioned);
+    if (hold)
+      choose("stage3_max_live_parameters", std::max(in_use + zero.stage3_prefetch_bucket_size, padded_sum(partitioned, world)),
+             "at least the pipeline stage's parameters (" + std::to_string(padded_sum(partitioned, world)) +
+                 "), held whole through each batch",
+             [](ZeroConfig& z, int64_t v) { z.stage3_max_live_parameters = v; });
+    else
+      choose("stage3_max_live_parameters", in_use + zero.stage3_prefetch_bucket_size,
+             "the module in use (" + std::to_string(in_use) + ") + the prefetch bucket",
+             [](ZeroConfig& z, int64_t v) { z.stage3_max_live_parameters = v; });
   }
   plan = size_with(config, shape, world, zero);
   plan.chosen = std::move(chosen);
