@@ -92,7 +92,6 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
   for (int number = 1; std::getline(in, line); ++number) {
     line = line.substr(0, line.find('#'));
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
     std::smatch match;
     const std::string where = path + ":" + std::to_string(number);
     if (!std::regex_match(line, match, kLine))
