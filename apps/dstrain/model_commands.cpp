@@ -22,6 +22,7 @@
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/io/shard_file.hpp"
+#include "dstrain/pipe/partition.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "init_from.hpp"
@@ -75,11 +76,36 @@ void print_estimate(const std::string& config_path, int world) {
 
 void print_plan(const std::string& config_path, int world, int ranks_per_node) {
   Config config = config_from_file(config_path);
-  config.resolve_batch(world);
   const ModelChoice model = model_of(config);
-  const ModelShape shape = model.shape();
+  ModelShape shape = model.shape();
   const MemoryBudget budget = memory_budget(config, ranks_per_node);
-  const MemoryPlan plan = plan_memory(config, shape, world, budget);
+  // A pipeline: each stage plans its own layers over its replicas, as PipelineEngine's stages do;
+  // the stage with the largest peak is shown in full.
+  const int stages = config.pipeline().stages.value_or(1);
+  const auto* gpt = std::get_if<models::GPTConfig>(&model.config);
+  if (stages > 1 && world % stages != 0)
+    throw Error("--world " + std::to_string(world) + " is not a multiple of pipeline.stages " + std::to_string(stages))
+        .with_key("pipeline.stages");
+  const int replicas = stages > 1 ? world / stages : world;
+  config.resolve_batch(replicas);
+  MemoryPlan plan;
+  if (stages > 1 && gpt) {
+    const pipe::StageBounds bounds = pipe::partition_layers(
+        config.pipeline().partition, models::layer_parameter_counts(*gpt), models::layer_types(*gpt), stages);
+    int shown = 0;
+    for (int s = 0; s < stages; ++s) {
+      const ModelShape stage = gpt_stage_shape(*gpt, bounds[s], bounds[s + 1]);
+      const MemoryPlan stage_plan = plan_memory(config, stage, replicas, budget);
+      std::printf("pipeline stage %d: layers [%d, %d), %lld parameters, %d replicas: predicted peak %.1f MB per rank\n",
+                  s, bounds[s], bounds[s + 1], static_cast<long long>(total_of(stage.numels)), replicas,
+                  stage_plan.peak() / 1e6);
+      if (s == 0 || stage_plan.peak() > plan.peak()) plan = stage_plan, shape = stage, shown = s;
+    }
+    std::printf("stage %d, the largest (activations not estimated for a stage):\n", shown);
+  } else {
+    if (stages > 1) std::printf("pipeline.stages %d: planned as the whole model (stages are planned for the GPT)\n", stages);
+    plan = plan_memory(config, shape, replicas, budget);
+  }
   std::printf("model: %s, %lld parameters in %zu tensors, d = %lld; %d ranks, %d on this node; ZeRO stage %d; %s; "
               "optimizer %s; micro-batch %d\n",
               model.name().c_str(), static_cast<long long>(total_of(shape.numels)), shape.numels.size(),
@@ -163,26 +189,21 @@ Error write_error(const std::string& out, const Error& cause) {
 // whole): a full disk is an error naming `out`, and leaves no truncated file.
 void save_model_file(const CausalLM& model, const std::string& out) {
   const std::string temporary = out + ".tmp." + owner_id();
-  // torch's writer only learns that a piece was short; the reason is kept here.
+  // The first failed write is kept and thrown once torch is done: torch's writer, told of a short
+  // write, throws, and then throws again from its destructor (which ends the process).
   std::optional<Error> failure;
   try {
     io::ShardWriter file(temporary);
     const std::function<size_t(const void*, size_t)> write = [&](const void* data, size_t size) -> size_t {
-      if (failure) return 0;
-      try {
-        file.append(data, static_cast<int64_t>(size));
-        return size;
-      } catch (const Error& e) {
-        failure = e;
-        return 0;
-      }
+      if (!failure) try {
+          file.append(data, static_cast<int64_t>(size));
+        } catch (const Error& e) {
+          failure = e;
+        }
+      return size;
     };
-    try {
-      torch::save(model.ptr(), write);
-    } catch (const c10::Error&) {
-      if (failure) throw *failure;
-      throw;
-    }
+    torch::save(model.ptr(), write);
+    if (failure) throw *failure;
     file.finish();
     if (std::rename(temporary.c_str(), out.c_str()) != 0) throw Error("rename failed").with_path(out).with_errno(errno);
   } catch (const Error& e) {
