@@ -77,18 +77,20 @@ void OneBitAdamShardOptimizer::partitioned_compressed_step(const at::Tensor& par
   const comm::onebit::Layout& flat = partition_.flat();
   const at::Tensor& exp_avg = adam_.exp_avg();
   check_flat_shards({&grads}, flat.padded);
-  // The last averaged momentum, whole: as kept, or (first compressed step, or a loaded checkpoint)
-  // gathered from every rank's exp_avg shard.
-  const bool kept = kept_momentum_current();
-  const at::Tensor gathered = kept ? at::Tensor() : partition_.gather(exp_avg, group_);
-  const float* whole = kept ? nullptr : gathered.data_ptr<float>();
-  // m = β1·m + (1−β1)·g into the gradient buffer, by fused::momentum's arithmetic; its padding stays 0.
+  // m = β1·m + (1−β1)·g into the gradient buffer, by fused::momentum's arithmetic (its padding
+  // stays 0), with the last averaged momentum as kept, or (first compressed step, or a loaded
+  // checkpoint) as gathered from every rank's exp_avg shard.
   float* m = grads.data_ptr<float>();
   const float b = static_cast<float>(beta1_), one_minus_b = static_cast<float>(1 - beta1_);
-  at::parallel_for(0, flat.numel, 1 << 15, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      m[i] = std::fma(one_minus_b, m[i], (kept ? partition_.kept_value(i) : whole[i]) * b);
-  });
+  if (kept_momentum_current()) {
+    at::parallel_for(0, flat.numel, 1 << 15, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) m[i] = std::fma(one_minus_b, m[i], partition_.kept_value(i) * b);
+    });
+  } else {
+    partition_.gather(exp_avg, group_, [&](int64_t offset, const float* last, int64_t count) {
+      for (int64_t e = 0; e < count; ++e) m[offset + e] = std::fma(one_minus_b, m[offset + e], last[e] * b);
+    });
+  }
   group_.compressed_allreduce(grads, worker_error_, server_error_, local_rank_);
   partition_.keep(m);
   partition_.to_shard(m, exp_avg);

@@ -6,6 +6,12 @@
 #include <cmath>
 
 namespace ds {
+namespace {
+
+// Values per rank in one all-gather of OneBitPartition::gather (16 MB of fp32).
+constexpr int64_t kGatherWindow = int64_t{1} << 22;
+
+}  // namespace
 
 OneBitPartition::OneBitPartition(const zero::ShardLayout& layout, int world) : shard_numel_(layout.shard_numel()) {
   int64_t flat_offset = 0;
@@ -32,19 +38,27 @@ void OneBitPartition::to_shard(const float* flat, const at::Tensor& shard) const
   for (const Piece& piece : pieces_) std::copy_n(flat + piece.flat, piece.count, out + piece.shard);
 }
 
-at::Tensor OneBitPartition::gather(const at::Tensor& shard, comm::Backend& group) const {
+void OneBitPartition::gather(const at::Tensor& shard, comm::Backend& group, const GatheredFn& take) const {
   const int world = group.world_size();
-  at::Tensor all = at::empty({world * shard_numel_}, shard.options());
-  group.all_gather_into(all, shard);
+  const int64_t width = std::min(kGatherWindow, shard_numel_);
+  at::Tensor all = at::empty({world * width}, shard.options());
+  for (int64_t begin = 0; begin < shard_numel_; begin += width) {
+    const int64_t n = std::min(width, shard_numel_ - begin);
+    group.all_gather_into(all.narrow(0, 0, world * n), shard.narrow(0, begin, n));
+    // Rank r's values of shard elements [begin, begin + n) are all[r * n, (r + 1) * n).
+    for (int rank = 0; rank < world; ++rank)
+      for (const Slot& slot : slots_) {
+        const Piece piece = piece_of(slot, rank);
+        const int64_t lo = std::max(begin, piece.shard), hi = std::min(begin + n, piece.shard + piece.count);
+        if (lo < hi) take(piece.flat + (lo - piece.shard), all.data_ptr<float>() + rank * n + (lo - begin), hi - lo);
+      }
+  }
+}
+
+at::Tensor OneBitPartition::gather(const at::Tensor& shard, comm::Backend& group) const {
   at::Tensor flat = at::zeros({flat_.padded}, shard.options());
   float* to = flat.data_ptr<float>();
-  for (int rank = 0; rank < world; ++rank) {
-    const float* from = all.data_ptr<float>() + rank * shard_numel_;
-    for (const Slot& slot : slots_) {
-      const Piece piece = piece_of(slot, rank);
-      if (piece.count > 0) std::copy_n(from + piece.shard, piece.count, to + piece.flat);
-    }
-  }
+  gather(shard, group, [&](int64_t offset, const float* values, int64_t count) { std::copy_n(values, count, to + offset); });
   return flat;
 }
 

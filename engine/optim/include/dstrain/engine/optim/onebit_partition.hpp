@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dstrain/comm/backend.hpp"
@@ -45,7 +46,12 @@ class OneBitPartition {
 
   // This rank's values of `flat` (padded length) into `shard`, zeros where the shard pads.
   void to_shard(const float* flat, const at::Tensor& shard) const;
-  // Every rank's `shard`, all-gathered into the flat vector (padded length, zero padding).
+  // Every rank's `shard`, all-gathered a window at a time (16 MB per rank, so that
+  // the whole vector is never a second time in memory): take(flat_offset, values, count) receives
+  // each run of the flat vector once, in no particular order; the padding is never visited.
+  using GatheredFn = std::function<void(int64_t flat_offset, const float* values, int64_t count)>;
+  void gather(const at::Tensor& shard, comm::Backend& group, const GatheredFn& take) const;
+  // The same, into a whole flat vector (padded length, zero padding).
   at::Tensor gather(const at::Tensor& shard, comm::Backend& group) const;
 
   // Keeps a compressed allreduce's result (`averaged`, padded length) as signs and chunk scales.
