@@ -5,9 +5,11 @@
 # Dropped: section titles and their underlines, directives and comments (`.. x::`, `.. _label:`)
 # with everything indented under them, a paragraph ending in `::` with its literal block, doctest
 # (`>>>`) and table blocks, field and option lists, definition-list terms; then any paragraph that
-# does not read as prose (too short, not ending a sentence, code characters left). Kept: paragraphs,
-# list items and definitions, with inline markup turned into its text (:ref:`text <x>` -> text,
-# :func:`~a.b` -> b, ``code`` -> code, *emphasis* -> emphasis).
+# does not read as prose (too short, not ending a sentence, code characters or capital constants
+# left). Kept: paragraphs, list items, definitions and the bodies of the directives that describe
+# in sentences (API entries, notes, warnings, glossaries), with inline markup turned into its text
+# (:ref:`text <x>` -> text, :func:`~a.b` -> b, ``code`` -> code, :pep:`8` -> PEP 8, *emphasis* ->
+# emphasis).
 #
 # Usage: awk -f first_run_prose.awk FILE.rst > FILE.txt (POSIX awk; Debian's mawk runs it).
 
@@ -26,7 +28,7 @@ function is_adornment(text,    first, rest) {
 }
 
 # The text a role shows: `text <target>` shows text, `~a.b.c` shows c, `!name` shows name.
-function role_text(inner,    lt) {
+function role_text(inner) {
   if (match(inner, / *<[^<>]*>$/) && RSTART > 1) return substr(inner, 1, RSTART - 1)
   if (substr(inner, 1, 1) == "!") return substr(inner, 2)
   if (substr(inner, 1, 1) == "~") {
@@ -153,7 +155,7 @@ BEGIN {
     paragraph_lines = 0
     next
   }
-  if (text ~ prose_directive) {            # its body is prose; its signature lines are not
+  if (text ~ prose_directive) {             # its body is prose; its signature lines are not
     flush()
     skip_to_blank = 1
     table_borders = 0
@@ -177,7 +179,7 @@ BEGIN {
     table_borders = 0
     next
   }
-  if (match(text, /^([-*+•]|#\.|[0-9]+\.|\(?[0-9a-z]\)) +/)) {   # a list item: its text is a paragraph
+  if (match(text, /^([-*+]|#\.|[0-9]+\.|\(?[0-9a-z]\)) +/)) {    # a list item: its text is a paragraph
     flush()
     start_paragraph(substr(text, RLENGTH + 1), indent + RLENGTH)
     next
