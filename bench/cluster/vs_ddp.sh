@@ -3,10 +3,11 @@
 # same GPT (bench/engine/ddp_peer.py, op for op dstrain's), AdamW, fp32, stage 0, no clipping, random
 # tokens, on the same cluster layout, the two run alternately REPEATS times.
 #   bench/cluster/vs_ddp.sh [--build DIR] [--rate 1gbit] [--steps 8] [--repeats 3] [--row SIZE:LAYOUT]...
-#                           [--set KEY=VALUE]... [--env VAR=VALUE]... [--ours-only]
+#                           [--set KEY=VALUE]... [--env VAR=VALUE]... [--ours-only] [--name CLUSTER]
 #     SIZE    25M (8 layers, 512 wide, ctx 64, micro 2) or L<layers>-E<width>-T<ctx>-B<micro>
 #     LAYOUT  NxR: N nodes of R ranks (rows 25M:2x2 and 25M:4x1 by default)
 #     --set   passed to dstrain; --env exported to dstrain's mpirun only (e.g. OMPI_MCA_btl_tcp_links=2)
+#     --name  the cluster's name (scripts/cluster.sh --name; default vsddp), so that runs can coexist
 # Each node runs on its share of the cores (a cpuset of cores / nodes, at least one), as
 # multi_node.sh does; DDP gets threads = node's cores / ranks per node (at least 1); dstrain sizes its
 # own. gloo rendezvous: env:// at node1's address (198.18.0.1), over eth0.
@@ -16,7 +17,7 @@
 # on one node's link in one direction: 2(N-1)/N x the gradient's bytes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=$root/build rate=1gbit steps=8 repeats=3 rows=() sets=() envs=() ours_only=""
+build=$root/build rate=1gbit steps=8 repeats=3 rows=() sets=() envs=() ours_only="" name=vsddp
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -27,14 +28,14 @@ while [ $# -gt 0 ]; do
     --set) sets+=(--set "$2"); shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --ours-only) ours_only=yes; shift ;;
-    *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+    --name) name=$2; shift 2 ;;
+    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
   esac
 done
 [ ${#rows[@]} -eq 0 ] && rows=(25M:2x2 25M:4x1)
 peer_python=${PEER_PYTHON:-/usr/bin/python3}
 "$peer_python" -c "import torch" 2>/dev/null || { echo "vs_ddp.sh: the peer needs python3-torch" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-name=vsddp
 cluster() { "$root/scripts/cluster.sh" --name "$name" "$@"; }
 work=$(mktemp -d)
 trap 'cluster down > /dev/null 2>&1; rm -rf "$work"' EXIT

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <vector>
 
 #include "dstrain/comm/distributed.hpp"
@@ -182,6 +183,35 @@ TEST_CASE("several all_reduce_async in flight complete in any order of waits", "
   for (int k = 2; k >= 0; --k) works[k]->wait();
   for (int k = 0; k < 3; ++k)
     CHECK(close(tensors[k], expected_reduction(50 + k, 5000, at::kFloat, ops[k], world.world_size()), 1e-5, 1e-6));
+}
+
+TEST_CASE("test() alone carries asynchronous collectives to completion", "[mpi]") {
+  // Open MPI advances a nonblocking collective only inside MPI calls: the reducer polls its buckets
+  // with test() while backward computes, and counts on test() moving them along.
+  Backend& world = ds::comm::world();
+  const int w = world.world_size();
+  const int64_t n = (int64_t{5} << 19) + 7;  // 10 MB: more than one of the all-reduce's 8 MiB pieces
+  at::Tensor reduced = seeded_tensor(seed_of(55, world.rank()), n);
+  at::Tensor gathered = at::empty({w * 1001});
+  at::Tensor scattered = at::empty({1001});
+  std::vector<std::unique_ptr<ds::comm::Work>> works;
+  works.push_back(world.all_reduce_async(reduced, ReduceOp::Avg));
+  works.push_back(world.all_gather_into_async(gathered, seeded_tensor(seed_of(56, world.rank()), 1001)));
+  works.push_back(world.reduce_scatter_into_async(scattered, seeded_tensor(seed_of(57, world.rank()), w * 1001)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (bool all_done = false; !all_done;) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    all_done = true;
+    for (auto& work : works) all_done = work->test() && all_done;
+  }
+  for (auto& work : works) {
+    work->wait();
+    CHECK(work->test());
+  }
+  CHECK(close(reduced, expected_reduction(55, n, at::kFloat, ReduceOp::Avg, w), 1e-5, 1e-6));
+  for (int r = 0; r < w; ++r) CHECK(at::equal(gathered.narrow(0, r * 1001, 1001), seeded_tensor(seed_of(56, r), 1001)));
+  const at::Tensor scatter_sum = expected_reduction(57, w * 1001, at::kFloat, ReduceOp::Sum, w);
+  CHECK(close(scattered, scatter_sum.narrow(0, world.rank() * 1001, 1001), 1e-5, 1e-6));
 }
 
 TEST_CASE("all_gather with equal and with unequal sizes per rank", "[mpi]") {

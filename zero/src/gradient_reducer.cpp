@@ -95,6 +95,11 @@ void GradientReducer::on_gradient_ready(size_t i) {
   delivered_[i] = true;
   if (on_taken_) on_taken_(i);
   --buckets_[bucket_of_[i]].pending;
+  // Open MPI advances a nonblocking collective only inside MPI calls: polled from every hook, the
+  // reductions in flight go on during backward instead of waiting for the next launch. Those done
+  // complete now, oldest first as in launch, and their buffers serve the next buckets.
+  while (next_complete_ < next_launch_ && buckets_[next_complete_].work && buckets_[next_complete_].work->test())
+    complete(buckets_[next_complete_++]);
   // Buckets go out strictly in order, so every rank issues the same collectives in the same order
   // even if its backward finishes parameters in another order.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);

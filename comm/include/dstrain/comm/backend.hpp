@@ -35,6 +35,12 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Lets the operation advance without blocking, and tells whether it has completed (wait() would
+  // return at once). For transports that move data only inside their own calls (MPI: Open MPI
+  // advances a nonblocking collective round by round, within MPI calls), calling this now and then
+  // keeps the operation going while the caller computes. The default, for transports that progress
+  // on their own, does nothing and answers false.
+  virtual bool test() { return false; }
 };
 
 class Backend {
