@@ -234,3 +234,20 @@ TEST_CASE("under the pipeline the planner keeps a stage's parameters whole when 
   const ds::MemoryPlan data_parallel = ds::plan_memory(config(false), shape, 4, budget_of(0));
   CHECK(data_parallel.zero.stage3_max_live_parameters == module_and_prefetch);
 }
+
+TEST_CASE("a pipeline stage's planned parameters are those of the GPT slice it builds", "[pipeline]") {
+  for (bool bias : {true, false}) {
+    nlohmann::json block = {{"n_layer", 3}, {"n_head", 2}, {"n_embd", 16}, {"block_size", 8}, {"vocab_size", 32}, {"bias", bias}};
+    const ds::models::GPTConfig gpt = ds::models::GPTConfig::from_json(block);
+    const int layers = static_cast<int>(gpt.n_layer) + 2;
+    for (const auto& [first, last] : {std::pair{0, 1}, {0, 2}, {1, 4}, {2, layers}, {4, layers}, {0, layers}}) {
+      INFO("bias " << bias << ", layers [" << first << ", " << last << ")");
+      std::vector<int64_t> planned = ds::gpt_stage_shape(gpt, first, last).numels;
+      std::vector<int64_t> built;
+      for (const at::Tensor& param : ds::models::GPT(gpt, first, last)->parameters()) built.push_back(param.numel());
+      std::sort(planned.begin(), planned.end());
+      std::sort(built.begin(), built.end());
+      CHECK(planned == built);
+    }
+  }
+}

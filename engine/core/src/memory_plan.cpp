@@ -277,6 +277,26 @@ ModelShape gpt_shape(const models::GPTConfig& gpt) {
   return shape;
 }
 
+ModelShape gpt_stage_shape(const models::GPTConfig& gpt, int first, int last) {
+  const ModelShape whole = gpt_shape(gpt);
+  const int64_t layers = gpt.n_layer;
+  const size_t final_norm = gpt.bias ? 2 : 1;
+  const size_t per_block = layers > 0 ? (whole.numels.size() - 2 - final_norm) / static_cast<size_t>(layers) : 0;
+  ModelShape stage;
+  stage.hidden = whole.hidden;
+  auto take = [&](size_t begin, size_t count) {
+    stage.numels.insert(stage.numels.end(), whole.numels.begin() + begin, whole.numels.begin() + begin + count);
+  };
+  if (first == 0) take(0, 2);  // wte, wpe
+  for (int64_t layer = std::max<int64_t>(first, 1); layer < std::min<int64_t>(last, layers + 1); ++layer)
+    take(2 + static_cast<size_t>(layer - 1) * per_block, per_block);
+  if (last == layers + 2) {
+    take(whole.numels.size() - final_norm, final_norm);
+    if (first > 0) stage.numels.push_back(whole.numels[0]);  // the head's own copy of the tied wte
+  }
+  return stage;
+}
+
 int64_t refresh_gather_width(int64_t allgather_bucket_size, int partitions) {
   constexpr int64_t kMostNumel = int64_t{4} << 20;
   return std::max<int64_t>(1, std::min(allgather_bucket_size, kMostNumel) / partitions);

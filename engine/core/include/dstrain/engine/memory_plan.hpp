@@ -41,6 +41,10 @@ struct ModelShape {
 
 // The built-in GPT's parameters in its order, from its config alone (the model is never built).
 ModelShape gpt_shape(const models::GPTConfig& gpt);
+// Those of its pipeline layers [first, last) (0 the embeddings, 1..n_layer the blocks, n_layer + 1
+// the head), as gpt_pipeline_module builds a stage: the tied wte on the last stage too. No
+// activations are estimated for a stage (gpt unset).
+ModelShape gpt_stage_shape(const models::GPTConfig& gpt, int first, int last);
 
 // A knob the planner set because the user left it unset (or "auto").
 struct ChosenKnob {
