@@ -111,6 +111,7 @@ class QuantizedGatherWork : public Work {
     gathered_ = at::Tensor();
     group_.comms_logger().end(timing_, world);
   }
+  bool test() override { return !gather_ || gather_->test(); }
 
  private:
   Backend& group_;
