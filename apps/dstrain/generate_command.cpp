@@ -16,9 +16,8 @@
 #include <vector>
 
 #include "dstrain/engine/checkpoint/export.hpp"
-#include "dstrain/engine/checkpoint/folder.hpp"
-#include "dstrain/engine/checkpoint/index.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "model_checkpoint.hpp"
 #include "model_choice.hpp"
 #include "trainer_block.hpp"
 
@@ -115,8 +114,8 @@ void check_length(int64_t prompt_tokens, int64_t max_new_tokens, const ModelChoi
 }
 
 void generate_text(const GenerateOptions& options) {
-  const std::string folder = ckpt::checkpoint_folder(options.dir, options.tag);
-  const nlohmann::json config = checkpoint_config(folder);
+  const std::vector<std::string> folders = model_checkpoint_folders(options.dir, options.tag);
+  const nlohmann::json config = checkpoint_config(folders[0]);
   const TrainerBlock trainer = read_trainer_block(config.value("dstrain", nlohmann::json::object()));
   const ModelChoice choice = choose_model(trainer.model);
   const std::vector<int64_t> prompt = encode_prompt(options, choice.vocab_size());
@@ -124,7 +123,7 @@ void generate_text(const GenerateOptions& options) {
   const int64_t max_new_tokens = options.max_new_tokens > 0 ? options.max_new_tokens : std::clamp<int64_t>(fit, 1, 100);
   check_length(static_cast<int64_t>(prompt.size()), max_new_tokens, choice);
   const CausalLM model = choice.build();
-  load_checkpoint_weights(folder, *model);
+  load_checkpoint_weights(folders, *model);
 
   std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
   std::fflush(stdout);
@@ -156,7 +155,7 @@ void generate_text(const GenerateOptions& options) {
 void add_generate_command(CLI::App& app) {
   auto* command = app.add_subcommand("generate", "sample text from a checkpoint's GPT or Llama (KV cache), streaming it");
   auto options = std::make_shared<GenerateOptions>();
-  command->add_option("--checkpoint", options->dir, "checkpoint directory (as given to --save-dir)")->required();
+  command->add_option("--checkpoint", options->dir, "checkpoint directory (as given to --save-dir; a pipeline's too)")->required();
   command->add_option("--tag", options->tag, "checkpoint tag (default: the directory's latest)");
   command->add_option("--prompt", options->prompt, "the text to continue")->required();
   command->add_option("--max-new-tokens", options->max_new_tokens,
