@@ -149,7 +149,7 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
 
   // Clips by the norm of the whole model's gradient, as a single process would: the sum of squares
   // over this pipeline's stages, each tied parameter counted on the first stage holding it only.
-  // Under ZeRO 1 each replica holds a chunk of every gradient, so the replicas' sums add up too;
+  // Under ZeRO 1-3 each replica holds a chunk of every gradient, so the replicas' sums add up too;
   // under ZeRO 0 they hold equal whole gradients and all reach the same norm alone.
   void clip_gradients() {
     std::vector<at::Tensor> grads;
