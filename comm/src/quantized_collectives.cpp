@@ -34,18 +34,20 @@ void parallel_dequantize_add(const uint8_t* record, const quant::Layout& layout,
   over_blocks(layout, [&](int64_t first, int64_t end) { quant::dequantize_add(record, layout, sum, first, end); });
 }
 
-void check_dtype(const char* op, const at::Tensor& t, const char* role, int rank, bool any_floating) {
+void check_dtype(const char* op, const at::Tensor& t, const char* role, int rank, bool model_dtypes) {
   if (!t.defined()) throw Error(log::concat(op, ": ", role, " is an undefined tensor")).with_rank(rank);
-  const bool dtype_ok = any_floating ? at::isFloatingType(t.scalar_type()) : t.scalar_type() == at::kFloat;
+  const at::ScalarType type = t.scalar_type();
+  const bool dtype_ok = type == at::kFloat || (model_dtypes && (type == at::kBFloat16 || type == at::kHalf));
   if (!dtype_ok || !t.is_cpu())
-    throw Error(log::concat(op, ": ", role, " is ", c10::toString(t.scalar_type()), " on ", t.device().str(), "; it must be ",
-                            any_floating ? "floating point" : "float32", " on the CPU"))
+    throw Error(log::concat(op, ": ", role, " is ", c10::toString(type), " on ", t.device().str(), "; it must be ",
+                            model_dtypes ? "float32, bfloat16 or float16" : "float32", " on the CPU"))
         .with_rank(rank);
 }
 void check_float32(const char* op, const at::Tensor& t, const char* role, int rank) {
   check_dtype(op, t, role, rank, false);
 }
-void check_floating(const char* op, const at::Tensor& t, const char* role, int rank) {
+// The dtypes a model's weights may have: quantized from and dequantized back into through fp32.
+void check_model_dtype(const char* op, const at::Tensor& t, const char* role, int rank) {
   check_dtype(op, t, role, rank, true);
 }
 
@@ -128,8 +130,8 @@ std::unique_ptr<Work> quantized_all_gather_async(Backend& group, at::Tensor outp
                                                  int64_t block) {
   const char* const op = "quantized_all_gather";
   const int world = group.world_size();
-  check_floating(op, input, "input", group.rank());
-  check_floating(op, output, "output", group.rank());
+  check_model_dtype(op, input, "input", group.rank());
+  check_model_dtype(op, output, "output", group.rank());
   if (output.numel() != world * input.numel())
     throw Error(log::concat(op, ": output has ", output.numel(), " values; ", world, " ranks of ", input.numel(),
                             " need ", world * input.numel()))

@@ -19,7 +19,7 @@
 // without deadlock); the comms logger sees them as send and recv of the records' real bytes, and
 // the whole call as quantized_all_gather or quantized_reduce_scatter, its message being the records
 // of the whole gathered or reduced buffer (as all_gather_into and reduce_scatter_into count theirs).
-// The tensors are CPU float32 (the kernels run on the CPU); the all-gather also takes fp16/bf16
+// The tensors are CPU float32 (the kernels run on the CPU); the all-gather also takes bf16/fp16
 // (quantized from, and dequantized back into, the tensors' own dtype through fp32).
 #pragma once
 
