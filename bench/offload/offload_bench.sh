@@ -228,24 +228,24 @@ if [[ " $what " == *" user "* ]]; then
       sets=("${user_model[@]}"); [ $side != memory ] && sets+=("${user_nvme[@]}")
       side_trainer=$trainer; [ $side = nvme-before ] && side_trainer="$BEFORE/apps/dstrain/dstrain"
       mpirun --oversubscribe --bind-to none -np "$user_np" "$side_trainer" --config "$root/configs/default.json" "${sets[@]}" \
-        --steps "$steps" --metrics "$work/user-$side-$r.jsonl" > "$work/user-$side-$r.log" 2>&1
+        --steps "$steps" --metrics "$work/user-$side-run$r.jsonl" > "$work/user-$side-run$r.log" 2>&1
     done
     # ds_io at the aio block the trainer used (the planner leaves it at DeepSpeed's defaults unless set),
     # one swap_in's bytes per process, as many processes as ranks.
-    group_bytes=$(grep -o 'sub-group(s) of [0-9]*' "$work/user-nvme-$r.log" | head -1 | awk '{print $3 * 4 * 4}')
+    group_bytes=$(grep -o 'sub-group(s) of [0-9]*' "$work/user-nvme-run$r.log" | head -1 | awk '{print $3 * 4 * 4}')
     io=("$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --handle --loops 3 --multi_process "$user_np")
     "${io[@]}" > "$work/uds-w$r.txt"
     "${io[@]}" --read > "$work/uds-r$r.txt"
     rm -f "$nvme"/ds_io_*.dat
   done
-  mem=("$work"/user-memory-*.jsonl) off=("$work"/user-nvme-*.jsonl)
+  mem=("$work"/user-memory-run*.jsonl) off=("$work"/user-nvme-run*.jsonl)
   step_mem=$(median "1 / m['samples_per_sec'] * $user_np" "${mem[@]}")
   step_off=$(median "1 / m['samples_per_sec'] * $user_np" "${off[@]}")
   echo "request bytes (one swap_in): $group_bytes"
   echo "| side | step s | samples/s | forward ms | backward ms | step ms | nvme wait s / step | read GB/s | write GB/s | read GB / step | write GB / step |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for side in $sides; do
-    files=("$work"/user-$side-*.jsonl)
+    files=("$work"/user-$side-run*.jsonl)
     rates="- | - | - | -"
     [ $side != memory ] && rates="$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_read_bytes"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / 1e9' "${files[@]}")"
     echo "| $side | $(median "1 / m['samples_per_sec'] * $user_np" "${files[@]}") | $(median 'm["samples_per_sec"]' "${files[@]}") |" \
@@ -262,7 +262,7 @@ if [[ " $what " == *" user "* ]]; then
   echo "| read | $swap_r | $(python3 -c "print(f'{$ds_r / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") |"
   echo "| write | $swap_w | $(python3 -c "print(f'{$ds_w / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") |"
   if [ -n "${BEFORE:-}" ]; then
-    before=("$work"/user-nvme-before-*.jsonl)
+    before=("$work"/user-nvme-before-run*.jsonl)
     step_before=$(median "1 / m['samples_per_sec'] * $user_np" "${before[@]}")
     swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${before[@]}")
     swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${before[@]}")
