@@ -250,6 +250,11 @@ void Config::check_cross_section_rules() const {
     throw Error(std::string(to_string(type)) + " is not supported with ZeRO stage 3 (its exchange needs each rank's "
                 "whole gradients, which stage 3 exists not to hold); use stage 0, 1 or 2")
         .with_key("zero_optimization.stage");
+  if (onebit && zero_.stage >= 1 && pipeline_.stages && *pipeline_.stages > 1)
+    throw Error(std::string(to_string(type)) + " at ZeRO stage " + std::to_string(zero_.stage) +
+                " leaves each rank its whole local gradients, where the pipeline engine sums tied weights' and "
+                "clips by reduced chunks; with pipeline stages use zero_optimization.stage 0")
+        .with_key("zero_optimization.stage");
   if (onebit && zero_.stage >= 1 && zero_.offload_optimizer.device == OffloadDevice::Nvme)
     throw Error(std::string(to_string(type)) + " exchanges its whole momentum at every step, which suits no "
                 "optimizer state on NVMe; offload_optimizer.device \"nvme\" needs Adam, AdamW or SGD")

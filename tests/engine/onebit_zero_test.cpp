@@ -2,7 +2,8 @@
 // compressed allreduce runs on stage 0's flat vector at every stage, so stages 1-2 must follow stage
 // 0's trajectory through the freeze (only the warm-up's reduce-scatter may round differently from
 // its allreduce); a ZeRO-2 checkpoint taken after the freeze resumes at stage 2 and at stage 0; the
-// optimizer state per rank is the closed form below; stage 3 and NVMe offload are refused by key.
+// optimizer state per rank is the closed form below; stage 3, NVMe offload and pipeline stages are
+// refused by key.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
@@ -165,7 +166,7 @@ TEST_CASE("OneBitAdam's state per rank at ZeRO-1/2: the moments sharded, the com
   }
 }
 
-TEST_CASE("the 1-bit family is refused at ZeRO stage 3 and with the optimizer on NVMe, naming the key",
+TEST_CASE("the 1-bit family is refused at ZeRO stage 3, with the optimizer on NVMe and with pipeline stages, naming the key",
           "[onebit][zero]") {
   for (const auto& optimizer : {onebit_adam(), onebit_lamb(), zero_one_adam()}) {
     const std::string type = optimizer.at("type");
@@ -187,6 +188,17 @@ TEST_CASE("the 1-bit family is refused at ZeRO stage 3 and with the optimizer on
     } catch (const ds::Error& e) {
       CHECK(e.key() == std::string("zero_optimization.offload_optimizer.device"));
       CHECK_THAT(e.message(), Catch::Contains(type));
+    }
+    config = {{"train_micro_batch_size_per_gpu", 2},
+              {"optimizer", optimizer},
+              {"pipeline", {{"stages", 2}}},
+              {"zero_optimization", {{"stage", 1}}}};
+    try {
+      ds::Config::from_json(config);
+      FAIL(type << " at stage 1 with 2 pipeline stages was accepted");
+    } catch (const ds::Error& e) {
+      CHECK(e.key() == std::string("zero_optimization.stage"));
+      CHECK_THAT(e.message(), Catch::Contains(type) && Catch::Contains("pipeline"));
     }
   }
 }

@@ -361,6 +361,10 @@ void EngineCore::on_gradient_reduced(const at::Tensor& values, int64_t shard_off
 }
 
 at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
+  if (reducer_->local_only() && layout_->partitions() > 1)
+    throw Error("the 1-bit optimizers at ZeRO stages 1-2 keep each rank's whole local gradients after the freeze, "
+                "not reduced chunks (pipeline parallelism needs zero_optimization.stage 0 with them)")
+        .with_key("zero_optimization.stage");
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].is_same(param)) continue;
     if (!reducer_->has_shard_sink()) return layout_->chunk_view(i, reducer_->grad_shard());
