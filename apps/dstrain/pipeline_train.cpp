@@ -1,6 +1,8 @@
 #include "pipeline_train.hpp"
 
 #include <chrono>
+#include <optional>
+#include <string>
 #include <type_traits>
 #include <variant>
 
@@ -10,6 +12,7 @@
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/model_pipelines.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"
+#include "dstrain/engine/profiler/flops_profiler.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
@@ -74,14 +77,37 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, con
             engine.grid().stages(), " pipeline stages x ", engine.grid().replicas(), " replicas, ",
             core.gradient_accumulation_steps(), " micro-batches of ", core.train_micro_batch_size_per_gpu(),
             "; training ", steps, " steps");
+  // Each stage profiles its own slice; the stages' FLOPs sum over the world into the pipeline's MFU.
+  std::optional<profiler::FlopsProfiler> flops;
+  if (auto settings = profiler::FlopsProfilerSettings::from_json(config.untyped().value("flops_profiler", nlohmann::json()));
+      settings.enabled) {
+    const int stage = engine.grid().stage();
+    profiler::PipelinePlace place{stage, engine.grid().stages(), engine.grid().replica(),
+                                  "layers " + std::to_string(engine.bounds()[stage]) + ".." +
+                                      std::to_string(engine.bounds()[stage + 1] - 1)};
+    flops.emplace(std::move(settings), *engine.stage_module(), *world, core.train_micro_batch_size_per_gpu(),
+                  core.gradient_accumulation_steps(), choice.max_sequence_length(), std::move(place));
+  }
 
   while (engine.global_steps() < steps) {
+    const int64_t steps_done = engine.global_steps();
     const auto start = std::chrono::steady_clock::now();
     StepFigures figures;
     figures.loss = engine.train_batch(*source);
     figures.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     figures.step = engine.global_steps();
     figures.lr = core.get_lr();
+    if (flops) {
+      const auto rate = flops->rate(figures.seconds);
+      figures.tflops = rate.tflops;
+      figures.mfu = rate.mfu;
+      if (flops->is_profile_step(steps_done)) {
+        profiler::StepProfile times;  // the pipeline's forwards and backwards interleave: only the whole is timed
+        times.step = figures.step;
+        times.iteration_seconds = figures.seconds;
+        flops->print_profile(times);
+      }
+    }
     figures.grad_norm = engine.last_grad_norm();
     figures.train_batch_size = core.train_batch_size();
     figures.bytes = core.model_state_bytes();

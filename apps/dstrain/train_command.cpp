@@ -108,19 +108,6 @@ double lap(std::chrono::steady_clock::time_point& mark) {
   return seconds;
 }
 
-// The flops profiler of a GPT (nullopt when off); it counts the GPT's modules only.
-std::optional<profiler::FlopsProfiler> flops_profiler_for(const Config& config, const CausalLM& model,
-                                                          comm::Backend& world, int micro, int gas, int64_t seq_len) {
-  const auto settings = profiler::FlopsProfilerSettings::from_json(config.untyped().value("flops_profiler", nlohmann::json()));
-  if (!settings.enabled) return std::nullopt;
-  const auto gpt = std::dynamic_pointer_cast<models::GPTImpl>(model.ptr());
-  if (!gpt) {
-    log::warn("flops_profiler: counts the GPT's modules only; not profiling this model");
-    return std::nullopt;
-  }
-  return std::make_optional<profiler::FlopsProfiler>(settings, *gpt, world, micro, gas, seq_len);
-}
-
 }  // namespace
 
 bool stop_if_preempted(Preemption& preemption, comm::Backend& world, const TrainOptions& options,
@@ -175,8 +162,6 @@ int run_training(const TrainOptions& options) {
   if (config.pipeline().stages.value_or(1) > 1) {
     if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
     if (!init_from.empty()) throw Error("the pipeline trainer cannot start from init_from yet").with_key("dstrain.model.init_from");
-    if (profiler::FlopsProfilerSettings::from_json(config.untyped().value("flops_profiler", nlohmann::json())).enabled)
-      log::warn("flops_profiler: the pipeline trainer does not profile yet");
     return run_pipeline_training(config, options, trainer, steps, world, preemption);
   }
   apply_host_policy();  // before the model exists, so that building it uses the policy's allocator
@@ -213,8 +198,10 @@ int run_training(const TrainOptions& options) {
                      choice.max_sequence_length(), config.untyped());
   log::info("model: ", choice.summary(), ", ", model.ptr()->parameters().size(), " tensors; training ", steps,
             " steps");
-  std::optional<profiler::FlopsProfiler> flops =
-      flops_profiler_for(config, model, *world, micro, gas, choice.max_sequence_length());
+  std::optional<profiler::FlopsProfiler> flops;
+  if (auto settings = profiler::FlopsProfilerSettings::from_json(config.untyped().value("flops_profiler", nlohmann::json()));
+      settings.enabled)
+    flops.emplace(std::move(settings), *model, *world, micro, gas, choice.max_sequence_length());
 
   while (engine->global_steps() < steps) {
     const int64_t step = engine->global_steps();

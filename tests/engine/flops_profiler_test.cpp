@@ -1,6 +1,8 @@
-// The flops profiler: the GPT's per-module FLOPs and parameters against the closed form of two
-// shapes, the printed profile honouring module_depth, top_modules, detailed and output_file, the
-// settings block, and a measured model-FLOPs utilisation inside (0, 1].
+// The flops profiler: the GPT's and the Llama's per-module FLOPs and parameters against the closed
+// form of two shapes each (one Llama with grouped-query attention and tied embeddings), a user
+// module's unknown type named as not counted, the printed profile honouring module_depth,
+// top_modules, detailed and output_file, the settings block, and a measured model-FLOPs
+// utilisation inside (0, 1].
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
@@ -13,47 +15,29 @@
 #include <unistd.h>
 
 #include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/llama.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/engine/profiler/flops_profiler_settings.hpp"
 #include "dstrain/engine/profiler/gemm_peak.hpp"
 #include "dstrain/engine/profiler/model_profile_report.hpp"
 #include "dstrain/engine/profiler/module_profile.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "flops_closed_form.hpp"
 
 using ds::models::GPT;
 using ds::models::GPTConfig;
+using ds::models::Llama;
+using ds::models::LlamaConfig;
+using ds::test::closed_form_flops;
+using ds::test::closed_form_params;
+using ds::test::llama_closed_form_flops;
+using ds::test::llama_closed_form_params;
+using ds::test::llama_shape;
+using ds::test::shape;
 using ds::profiler::FlopsProfilerSettings;
 using ds::profiler::ModuleProfile;
 
 namespace {
-
-GPTConfig shape(int64_t layers, int64_t heads, int64_t width, int64_t block, int64_t vocab, bool bias) {
-  GPTConfig config;
-  config.n_layer = layers;
-  config.n_head = heads;
-  config.n_embd = width;
-  config.block_size = block;
-  config.vocab_size = vocab;
-  config.bias = bias;
-  return config;
-}
-
-// GPT-2's count: per block ln_1, ln_2 (C weights, C biases each), c_attn 3C² + 3C, c_proj C² + C,
-// c_fc 4C² + 4C, c_proj 4C² + C; the embeddings; ln_f. Without biases only the weights.
-double closed_form_params(const GPTConfig& c) {
-  const double C = c.n_embd;
-  const double block = c.bias ? 12 * C * C + 13 * C : 12 * C * C + 2 * C;
-  return c.vocab_size * C + c.block_size * C + c.n_layer * block + (c.bias ? 2 * C : C);
-}
-
-// One forward of B sequences of T tokens: per token and block 2·12C² in the Linears, 2·(4 or 5)C in
-// the two LayerNorms, 4C in the GELU; per sequence and block 4·T²·C in attention's two products;
-// per token the final LayerNorm and the tied head 2·C·V.
-double closed_form_flops(const GPTConfig& c, int64_t B, int64_t T) {
-  const double C = c.n_embd, tokens = double(B) * T, norm = c.bias ? 5 * C : 4 * C;
-  const double per_block = tokens * (24 * C * C + 2 * norm + 4 * C) + B * 4.0 * T * T * C;
-  return c.n_layer * per_block + tokens * (norm + 2 * C * c.vocab_size);
-}
 
 const ModuleProfile& child(const ModuleProfile& parent, const std::string& name) {
   for (const ModuleProfile& each : parent.children)
@@ -75,7 +59,7 @@ TEST_CASE("GPT FLOPs and params per module match the closed form for two shapes"
     GPT model(config);
     for (int64_t T : {config.block_size, config.block_size / 2}) {
       const int64_t B = 3;
-      const ModuleProfile profile = ds::profiler::profile_gpt(*model, B, T);
+      const ModuleProfile profile = ds::profiler::profile_module(*model, B, T);
       CHECK(profile.type == "GPT");
       CHECK(profile.params == static_cast<int64_t>(closed_form_params(config)));
       int64_t torch_count = 0;
@@ -97,11 +81,63 @@ TEST_CASE("GPT FLOPs and params per module match the closed form for two shapes"
   }
 }
 
+TEST_CASE("Llama FLOPs and params per module match the closed form for two shapes, one with GQA", "[profiler]") {
+  for (const LlamaConfig& config : {llama_shape(2, 4, 4, 32, 80, 50, false), llama_shape(3, 8, 2, 64, 160, 64, true)}) {
+    CAPTURE(config.num_hidden_layers, config.num_key_value_heads, config.tie_word_embeddings);
+    torch::manual_seed(1);
+    Llama model(config);
+    const int64_t B = 2, T = 12;
+    const ModuleProfile profile = ds::profiler::profile_module(*model, B, T);
+    CHECK(profile.type == "Llama");
+    CHECK(profile.params == static_cast<int64_t>(llama_closed_form_params(config)));
+    CHECK(profile.params == ds::models::num_parameters(config));
+    int64_t torch_count = 0;
+    for (const at::Tensor& p : model->parameters()) torch_count += p.numel();
+    CHECK(profile.params == torch_count);
+    CHECK(profile.flops == Approx(llama_closed_form_flops(config, B, T)).epsilon(1e-12));
+    CHECK(ds::profiler::uncounted_modules(profile).empty());
+
+    const double C = config.hidden_size, I = config.intermediate_size, tokens = double(B) * T;
+    const double kv = config.num_key_value_heads * (C / config.num_attention_heads);
+    const ModuleProfile& layer = child(child(child(profile, "model"), "layers"), "0");
+    CHECK(layer.type == "LlamaDecoderLayer");
+    const ModuleProfile& attention = child(layer, "self_attn");
+    CHECK(child(attention, "k_proj").flops == Approx(2 * tokens * C * kv));
+    CHECK(child(attention, "k_proj").params == C * kv);
+    CHECK(attention.flops == Approx(2 * tokens * (2 * C * C + 2 * C * kv) + B * 4.0 * T * T * C + 3 * tokens * (C + kv)));
+    CHECK(child(layer, "mlp").flops == Approx(2 * tokens * 3 * C * I + 2 * tokens * I));
+    CHECK(child(layer, "input_layernorm").flops == Approx(4 * tokens * C));
+    CHECK(child(child(profile, "model"), "embed_tokens").flops == 0);
+  }
+}
+
+TEST_CASE("a user module's Linears and LayerNorms count by shape; a type with unknown FLOPs is named", "[profiler]") {
+  struct ScaleImpl : torch::nn::Module {
+    ScaleImpl() : gain(register_parameter("gain", torch::ones({6}))) {}
+    at::Tensor forward(const at::Tensor& x) { return x * gain; }
+    at::Tensor gain;
+  };
+  torch::nn::Sequential model(torch::nn::Linear(6, 10), torch::nn::LayerNorm(torch::nn::LayerNormOptions({10})),
+                              torch::nn::Tanh(), torch::nn::Linear(torch::nn::LinearOptions(10, 6).bias(false)));
+  model->push_back("scale", std::make_shared<ScaleImpl>());
+  const ModuleProfile profile = ds::profiler::profile_module(*model, 4, 3);
+  const double rows = 4 * 3;
+  CHECK(profile.flops == Approx(rows * (2 * 6 * 10 + 5 * 10 + 2 * 10 * 6)));
+  CHECK(profile.params == (6 * 10 + 10) + 2 * 10 + 10 * 6 + 6);
+  const auto uncounted = ds::profiler::uncounted_modules(profile);
+  REQUIRE(uncounted.size() == 1);
+  CHECK(uncounted[0].rfind("scale (", 0) == 0);
+  ds::profiler::StepProfile step;
+  const std::string text = ds::profiler::format_model_profile(profile, step, FlopsProfilerSettings());
+  CHECK(text.find("FLOPs not counted (params only):") != std::string::npos);
+  CHECK(text.find("(its own FLOPs not counted)") != std::string::npos);
+}
+
 TEST_CASE("the model profile honours module_depth, top_modules, detailed and output_file", "[profiler]") {
   const GPTConfig config = shape(2, 2, 16, 8, 50, true);
   torch::manual_seed(1);
   GPT model(config);
-  const ModuleProfile profile = ds::profiler::profile_gpt(*model, 2, 8);
+  const ModuleProfile profile = ds::profiler::profile_module(*model, 2, 8);
   ds::profiler::StepProfile step;
   step.step = 2;
   step.micro_batch = 2;
@@ -170,7 +206,7 @@ TEST_CASE("model FLOPs utilisation of a GPT training step against the GEMM peak 
   GPT model(config);
   const int64_t B = 8, T = config.block_size;
   const at::Tensor tokens = torch::randint(config.vocab_size, {B, T});
-  const double model_flops = 3 * ds::profiler::profile_gpt(*model, B, T).flops;
+  const double model_flops = 3 * ds::profiler::profile_module(*model, B, T).flops;
   auto step = [&] {
     at::Tensor logits = model->forward(tokens.narrow(1, 0, T));
     ds::models::cross_entropy_loss(logits, tokens).backward();

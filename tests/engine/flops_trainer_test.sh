@@ -9,7 +9,9 @@
 #     per step (every parameter of this GPT has an even size: no padding at 2 ranks);
 #   - prof_all false with prof_ops ["broadcast"] records broadcasts only, and verbose logs each as it
 #     completes; output_file gets the profile and the log does not; neither key is reported as "not
-#     acted on".
+#     acted on";
+#   - a Llama (grouped-query attention) and the GPT at 2 pipeline stages are profiled too: the Llama's
+#     tree, one profile per stage naming it, tflops > 0 and mfu in (0, 1] in every metrics line.
 set -euo pipefail
 dstrain=$1 source=$2
 shift 2
@@ -26,6 +28,10 @@ run() {  # run NAME ARGS...: -np 2, log in NAME.log, metrics in NAME.jsonl
 launch=("$@")
 run s0
 run s2 --set zero_optimization.stage=2
+llama='dstrain.model={"type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}'
+run llama --set "$llama"
+run pipe --set pipeline.stages=2 --set gradient_accumulation_steps=2
 run filtered --set comms_logger.prof_all=false --set 'comms_logger.prof_ops=["broadcast"]' --set comms_logger.verbose=true \
   --set "flops_profiler.output_file=$work/profile.txt"
 for text in "Profile Summary at step 2:" "(h): ModuleDict(" "comms summary at step 2" "comms summary at step 4" \
@@ -33,6 +39,14 @@ for text in "Profile Summary at step 2:" "(h): ModuleDict(" "comms summary at st
   grep -qF -- "$text" "$work/s0.log" || { echo "no '$text' in the log:"; cat "$work/s0.log"; exit 1; }
 done
 if grep -q "not acted on" "$work/s0.log"; then echo "a key reported as not acted on:"; grep "not acted on" "$work/s0.log"; exit 1; fi
+for text in "Profile Summary at step 2:" "(lm_head): Linear(" "(model): Module("; do
+  grep -qF -- "$text" "$work/llama.log" || { echo "no '$text' in the Llama's log:"; cat "$work/llama.log"; exit 1; }
+done
+for s in 0 1; do
+  grep -qF "Profile Summary at step 2 of pipeline stage $s of 2:" "$work/pipe.log" \
+    || { echo "no profile of pipeline stage $s:"; cat "$work/pipe.log"; exit 1; }
+done
+if grep -q "flops_profiler:" "$work/llama.log" "$work/pipe.log"; then echo "a flops_profiler warning:"; exit 1; fi
 grep -qF "Profile Summary at step 2:" "$work/profile.txt" || { echo "no profile in output_file"; exit 1; }
 if grep -qF "Profile Summary" "$work/filtered.log"; then echo "output_file set, profile still in the log"; exit 1; fi
 grep -q "comm op: broadcast | time (ms): " "$work/filtered.log" || { echo "verbose: no broadcast logged"; exit 1; }
@@ -68,6 +82,11 @@ for name, op in (("s0", "all_reduce"), ("s2", "reduce_scatter_into")):
     factor = 2 * (2 - 1) / 2 if op == "all_reduce" else (2 - 1) / 2
     assert abs(grad["busbw_gbps"] - grad["algbw_gbps"] * factor) <= 1e-9 * grad["algbw_gbps"], grad
     assert abs(grad["algbw_gbps"] - 4 * params * 4 * 8 / (grad["total_ms"] / 1e3) / 1e9) <= 1e-6 * grad["algbw_gbps"]
+
+for name in ("llama", "pipe"):
+    steps, _ = lines(name)
+    assert [s["step"] for s in steps] == [1, 2, 3, 4], steps
+    assert all(s["tflops"] > 0 and 0 < s["mfu"] <= 1 for s in steps), steps
 
 _, comms = lines("filtered")
 assert comms and all(r["op"] == "broadcast" for c in comms for r in c["comms"]), comms

@@ -30,6 +30,7 @@ std::string si(double value, const char* unit = "") {
 
 std::string duration(double seconds) {
   char text[32];
+  if (seconds <= 0) return "not measured";
   if (seconds >= 1) std::snprintf(text, sizeof text, "%.2f s", seconds);
   else if (seconds >= 1e-3) std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
   else std::snprintf(text, sizeof text, "%.2f us", seconds * 1e6);
@@ -74,7 +75,8 @@ void tree(std::ostringstream& out, const ModuleProfile& module, const ModuleProf
           const std::string& indent) {
   const std::string stats = si(static_cast<double>(module.params)) + " = " + percent(module.params, root.params) +
                             " Params, " + si(module.macs(), "MACs") + " = " + percent(module.flops, root.flops) +
-                            " MACs, " + si(module.flops, "FLOPs") + " fwd";
+                            " MACs, " + si(module.flops, "FLOPs") + " fwd" +
+                            (module.flops_counted ? "" : " (its own FLOPs not counted)");
   const std::string head = indent + (module.name.empty() ? "" : "(" + module.name + "): ") + module.type + "(";
   const bool expand = !module.children.empty() && (max_depth < 0 || depth < max_depth);
   if (!expand) {
@@ -98,7 +100,10 @@ std::string format_model_profile(const ModuleProfile& model, const StepProfile& 
   const double model_flops_per_second = rate(3 * fwd_flops * gas, step.iteration_seconds);
   std::ostringstream out;
   out << "\n-------------------------- DeepSpeed Flops Profiler --------------------------\n"
-      << "Profile Summary at step " << step.step << ":\n"
+      << "Profile Summary at step " << step.step
+      << (step.stages > 1 ? " of pipeline stage " + std::to_string(step.stage) + " of " + std::to_string(step.stages)
+                          : std::string())
+      << ":\n"
       << "Notations:\n"
       << "data parallel size (dp_size), model parallel size (mp_size),\n"
       << "number of parameters (params), number of multiply-accumulate operations (MACs),\n"
@@ -109,20 +114,35 @@ std::string format_model_profile(const ModuleProfile& model, const StepProfile& 
   line(out, "world size", std::to_string(step.world_size));
   line(out, "data parallel size", std::to_string(step.data_parallel_size));
   line(out, "model parallel size", "1");
+  if (step.stages > 1) {
+    line(out, "pipeline parallel size", std::to_string(step.stages));
+    line(out, "pipeline stage (its layers)", std::to_string(step.stage) + " (" + step.layers + ")");
+  }
   line(out, "batch size per rank", std::to_string(step.micro_batch));
   line(out, "params per rank", si(static_cast<double>(model.params)));
-  line(out, "params of model = params per rank * mp_size", si(static_cast<double>(model.params)));
+  if (step.stages == 1) line(out, "params of model = params per rank * mp_size", si(static_cast<double>(model.params)));
   line(out, "fwd MACs per rank", si(model.macs(), "MACs"));
   line(out, "fwd flops per rank", si(fwd_flops));
-  line(out, "fwd flops of model = fwd flops per rank * mp_size", si(fwd_flops));
+  if (step.stages > 1) line(out, "fwd flops of model = sum of the stages' fwd flops", si(step.model_fwd_flops));
+  else line(out, "fwd flops of model = fwd flops per rank * mp_size", si(fwd_flops));
+  const std::vector<std::string> uncounted = uncounted_modules(model);
+  if (!uncounted.empty()) {
+    std::string names;
+    for (const std::string& name : uncounted) names += (names.empty() ? "" : ", ") + name;
+    line(out, "FLOPs not counted (params only)", names);
+  }
   line(out, "fwd latency", duration(fwd_latency));
-  line(out, "fwd FLOPS per rank = fwd flops per rank / fwd latency", si(rate(fwd_flops, fwd_latency), "FLOPS"));
+  if (fwd_latency > 0)
+    line(out, "fwd FLOPS per rank = fwd flops per rank / fwd latency", si(rate(fwd_flops, fwd_latency), "FLOPS"));
   line(out, "bwd latency", duration(bwd_latency));
-  line(out, "bwd FLOPS per rank = 2 * fwd flops per rank / bwd latency", si(rate(2 * fwd_flops, bwd_latency), "FLOPS"));
+  if (bwd_latency > 0)
+    line(out, "bwd FLOPS per rank = 2 * fwd flops per rank / bwd latency",
+         si(rate(2 * fwd_flops, bwd_latency), "FLOPS"));
   char label[96];
   std::snprintf(label, sizeof label, "fwd+bwd FLOPS per rank = %g * fwd flops per rank / (fwd+bwd latency)",
                 hardware_factor);
-  line(out, label, si(rate(hardware_factor * fwd_flops, fwd_latency + bwd_latency), "FLOPS"));
+  if (fwd_latency > 0 && bwd_latency > 0)
+    line(out, label, si(rate(hardware_factor * fwd_flops, fwd_latency + bwd_latency), "FLOPS"));
   line(out, "step latency", duration(step.step_seconds));
   line(out, "iter latency", duration(step.iteration_seconds));
   std::snprintf(label, sizeof label, "FLOPS per rank = %g * fwd flops per rank * %g / iter latency", hardware_factor,
@@ -133,6 +153,9 @@ std::string format_model_profile(const ModuleProfile& model, const StepProfile& 
   line(out, "GEMM peak per rank (measured, torch::mm)", si(step.peak_flops, "FLOPS"));
   line(out, "MFU = 3 * fwd flops per rank * gas / iter latency / GEMM peak",
        percent(model_flops_per_second, step.peak_flops));
+  if (step.stages > 1)
+    line(out, "MFU of the pipeline = all ranks' flops / (ranks * peak * iter latency)",
+         percent(step.pipeline_mfu, 1));
 
   std::vector<std::vector<const ModuleProfile*>> by_depth;
   collect(model, 0, by_depth);

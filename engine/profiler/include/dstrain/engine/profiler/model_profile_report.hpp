@@ -19,12 +19,20 @@ struct StepProfile {
   int world_size = 1;
   int data_parallel_size = 1;
   int64_t micro_batch = 1;       // sequences per forward
-  int gradient_accumulation = 1;  // forwards per step
-  double forward_seconds = 0;     // all of the step's forwards
+  int gradient_accumulation = 1;  // forwards per step (the pipeline's micro-batches)
+  double forward_seconds = 0;     // all of the step's forwards; 0: not measured (the pipeline's)
   double backward_seconds = 0;
   double step_seconds = 0;        // the optimizer steps
   double iteration_seconds = 0;   // the whole step, wall clock
   double peak_flops = 0;          // this rank's measured GEMM FLOP/s
+  // In a pipeline (stages > 1) the profiled model is stage `stage`'s slice, holding `layers`;
+  // model_fwd_flops is one forward of one micro-batch through every stage, and pipeline_mfu the
+  // whole pipeline's: all ranks' model FLOPs over (ranks x GEMM peak x iteration time).
+  int stage = 0;
+  int stages = 1;
+  std::string layers;
+  double model_fwd_flops = 0;
+  double pipeline_mfu = 0;
 };
 
 std::string format_model_profile(const ModuleProfile& model, const StepProfile& step,
