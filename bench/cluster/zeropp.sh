@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ZeRO++ through simulated nodes' links (scripts/cluster.sh, root; cluster name zq): 2 nodes x 2
 # ranks at 1 Gbit/s, samples/s and the bytes each node's link moves per step for plain ZeRO stage 3
-# and stage 3 with each of qwZ, hpZ and qgZ and all three (docs/performance.md, "ZeRO++").
+# and stage 3 with each of qwZ, hpZ and qgZ and all three, and 1-bit Adam at ZeRO-2 (onebit2,
+# compressed from step 3 on) (docs/performance.md, "ZeRO++").
 #   bench/cluster/zeropp.sh [--build DIR] [--rate 1gbit] [--steps 8] [--reps 2] [--models "25M 100M"]
-#                           [--variants "stage3 qwZ hpZ qgZ all"]
+#                           [--variants "stage3 qwZ hpZ qgZ all onebit2"]
 #   bench/cluster/zeropp.sh --loss [--steps 300]    the loss on real text (the first-run corpus,
 #                           configs/first_run.json's GPT at stage 3), plain against all three
 # Models: 25M (8 layers x 512, ctx 64, vocab 256) and 100M (8 x 1024), micro-batch 2 per rank.
@@ -12,7 +13,7 @@
 # tx+rx from the moment step 2 is logged to the end, per step, mean over the two nodes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=$root/build rate=1gbit steps=8 reps=2 models="25M 100M" variants="stage3 qwZ hpZ qgZ all" loss=""
+build=$root/build rate=1gbit steps=8 reps=2 models="25M 100M" variants="stage3 qwZ hpZ qgZ all onebit2" loss=""
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -47,6 +48,7 @@ variant_sets() {
     qgZ) echo "--set $z.stage=3 --set $z.zero_quantized_gradients=true" ;;
     all) echo "--set $z.stage=3 --set $z.zero_quantized_weights=true --set $z.zero_hpz_partition_size=2" \
               "--set $z.zero_quantized_gradients=true" ;;
+    onebit2) echo "--set $z.stage=2 --set optimizer.type=OneBitAdam --set optimizer.params.freeze_step=2" ;;
     *) echo "zeropp.sh: unknown variant $1" >&2; exit 2 ;;
   esac
 }
