@@ -21,9 +21,17 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t model_dtype_bytes(const Config& config) { return config.bf16().enabled || config.fp16().enabled ? 2 : 4; }
 
-// The optimizer's shard-shaped state tensors: SGD's momentum; Adam's (and the others') two moments.
+// The optimizer's shard-shaped state tensors: SGD's momentum; Adam's (and the others') two moments;
+// OneBitLamb's fresh variance and ZeroOneAdam's momentum accumulator beside them.
 int64_t optimizer_state_tensors(const OptimizerConfig& optimizer) {
-  return optimizer.type == OptimizerType::SGD ? 1 : 2;
+  if (optimizer.type == OptimizerType::SGD) return 1;
+  if (optimizer.type == OptimizerType::OneBitLamb || optimizer.type == OptimizerType::ZeroOneAdam) return 3;
+  return 2;
+}
+
+bool is_onebit(const OptimizerConfig& optimizer) {
+  return optimizer.type == OptimizerType::OneBitAdam || optimizer.type == OptimizerType::OneBitLamb ||
+         optimizer.type == OptimizerType::ZeroOneAdam;
 }
 
 // What the built-in GPT's forward keeps for backward, in elements: per block the LayerNorms'
@@ -118,6 +126,28 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
     state.parameters = master_is_model ? 4 * partitions * shard : (nvme_optimizer ? 0 : 4 * shard) + db * whole;
   state.gradients = nvme_gradients ? 0 : 4 * shard;
   state.optimizer = nvme_optimizer ? 0 : 4 * shard * states;
+  // The 1-bit family (stages 0-2; docs/optimizers.md, "ZeRO-1 and ZeRO-2"): the compressed allreduce
+  // runs on the whole model's flat vector padded to 8 x world at every stage, so the worker's error
+  // is that whole vector and the server's one chunk of it. Under partitions the gradients it
+  // compresses after the freeze are this rank's whole local gradients, beside the warm-up's shard,
+  // and the averaged momentum is kept between steps as sign bits (P/8) and one scale per chunk.
+  // The backend keeps its scratch between steps (mpi_compressed_allreduce.cpp): the signs sent and
+  // received (P/8 each) and the server chunk's (P/8N), and at stage 0 a padded copy of a buffer
+  // that is not padded already (stages 1-2 compress the padded local gradients in place).
+  if (is_onebit(config.optimizer()) && zero.stage <= 2) {
+    const int64_t padded = ceil_div(whole, 8 * int64_t{world}) * 8 * world;
+    state.optimizer += 4 * (padded + padded / world);
+    if (config.optimizer().type == OptimizerType::OneBitLamb)
+      state.optimizer += 3 * 8 * static_cast<int64_t>(shape.numels.size());  // per-tensor coefficients (double)
+    if (config.optimizer().type == OptimizerType::ZeroOneAdam) state.optimizer += 8;  // the lr sum (double)
+    plan.compression_buffers = 2 * (padded / 8) + padded / world / 8;
+    if (partitions > 1) {
+      state.gradients += 4 * padded;
+      plan.compression_buffers += padded / 8 + 4 * world;
+    } else if (padded != whole) {
+      plan.compression_buffers += 4 * padded;
+    }
+  }
 
   // Stages 0-1 accumulating over micro-steps hold every whole gradient until the boundary;
   // otherwise a gradient lives whole only until the reducer packs it.
@@ -195,6 +225,9 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
 
 // Whether the user left `key` (under zero_optimization) to dstrain: absent, null or "auto".
 bool left_unset(const Config& config, const std::string& key) { return !config.given("zero_optimization." + key); }
+
+// The reason the multi-node defaults give, which the engine's start line looks for.
+const char* const kSeveralNodes = "the job spans several nodes";
 
 // A knob the planner may choose: its key under zero_optimization, how to read and set it, and the
 // least it may shrink to.
@@ -312,7 +345,16 @@ MemoryPlan size_memory(const Config& config, const ModelShape& shape, int world,
   return size_with(config, shape, world, zero);
 }
 
-MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget) {
+int64_t link_bucket_numel(int64_t model_numel) {
+  // 5e6 fp32 elements are 20 MB, 160 ms on a 1 Gbit/s link: each Open MPI round's latency (well
+  // under a millisecond) is amortised, and measured on the cluster harness (25M GPT, 4 x 1: 1.22x
+  // DDP). A model of under four such buckets gets four, so that several are in flight during
+  // backward rather than one at its end.
+  constexpr int64_t kMeasuredNumel = 5'000'000, kLeastBuckets = 4, kFloor = int64_t{1} << 16;
+  return std::clamp(ceil_div(model_numel, kLeastBuckets), kFloor, kMeasuredNumel);
+}
+
+MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget, bool several_nodes) {
   ZeroConfig zero = config.zero_optimization();
   const int64_t d = shape.hidden;
   std::vector<ChosenKnob> chosen;
@@ -327,6 +369,20 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
     return *std::find_if(all.begin(), all.end(), [&](const Knob& k) { return k.key == key; });
   };
 
+  // Across nodes the link, not the cores, sets the step's pace (docs/multi-node.md): buckets reduced
+  // while backward goes on, which the reducer polls from every gradient hook, and sized for the
+  // link. Chosen here, before the search, so that the plan counts their two buckets in flight.
+  bool link_bucket = false;
+  if (several_nodes && world > 1) {
+    choose("overlap_comm", 1, kSeveralNodes, [](ZeroConfig& z, int64_t v) { z.overlap_comm = v != 0; });
+    link_bucket = zero.overlap_comm && !config.is_auto("zero_optimization.reduce_bucket_size");
+    if (link_bucket) {
+      int64_t whole = 0;
+      for (int64_t numel : shape.numels) whole += numel;
+      choose("reduce_bucket_size", link_bucket_numel(whole), kSeveralNodes, knob("reduce_bucket_size").set);
+    }
+  }
+
   // Where the search starts: Hugging Face's sizes from d (their "auto" for DeepSpeed).
   const std::string from_d = "d = " + std::to_string(d);
   if (d > 0) {
@@ -334,7 +390,7 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
     // only the all-reduce's temporary (halved below when the budget needs it), and d*d buckets
     // multiply the all-reduces (3.3M GPT at -np 4: reduce wait 15 -> 80 ms). There the size is
     // chosen only for an "auto", as Hugging Face resolves it.
-    if (zero.stage >= 1 || config.is_auto("zero_optimization.reduce_bucket_size"))
+    if (!link_bucket && (zero.stage >= 1 || config.is_auto("zero_optimization.reduce_bucket_size")))
       choose("reduce_bucket_size", d * d, "d*d (Hugging Face), " + from_d, knob("reduce_bucket_size").set);
     if (zero.stage == 3) {
       choose("stage3_prefetch_bucket_size", d * d * 9 / 10, "0.9*d*d (Hugging Face), " + from_d,
@@ -460,7 +516,8 @@ Config apply_memory_plan(const Config& config, const MemoryPlan& plan) {
   for (const ChosenKnob& knob : plan.chosen) {
     std::string pointer = "/" + knob.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
-    json[nlohmann::json::json_pointer(pointer)] = knob.value;
+    nlohmann::json& value = json[nlohmann::json::json_pointer(pointer)];
+    value = value.is_boolean() ? nlohmann::json(knob.value != 0) : nlohmann::json(knob.value);
   }
   Config planned = Config::from_json(json);
   if (config.batch_resolved()) planned.resolve_batch(config.dp_world_size());
@@ -497,8 +554,16 @@ Config plan_engine_memory(const Config& config, const torch::nn::Module& model, 
   const double least_bytes = least.item<double>();
   if (least_bytes < 1e30 && (!budget.node || least_bytes < static_cast<double>(budget.per_rank())))
     budget.node = MemoryLimit{static_cast<int64_t>(least_bytes) * budget.ranks_per_node, "another rank's budget"};
-  const MemoryPlan plan = plan_memory(config, shape, group.world_size(), budget);
+  const RankEnv env = rank_env_from_environment();
+  const MemoryPlan plan = plan_memory(config, shape, group.world_size(), budget, env.local_size < env.world_size);
   if (group.rank() == 0) {
+    std::string link;
+    for (const ChosenKnob& knob : plan.chosen)
+      if (knob.why == kSeveralNodes)
+        link += (link.empty() ? "" : ", ") + knob.key + " = " +
+                (knob.key == "zero_optimization.overlap_comm" ? std::string("true") : std::to_string(knob.value));
+    if (!link.empty())
+      log::info(kSeveralNodes, ": ", link, " (set them to choose otherwise; docs/multi-node.md)");
     std::string knobs;
     for (const ChosenKnob& knob : plan.chosen)
       knobs += (knobs.empty() ? "" : ", ") + knob.key.substr(knob.key.rfind('.') + 1) + " " + std::to_string(knob.value) +

@@ -67,13 +67,16 @@ struct MemoryPlan {
   int64_t optimizer_swap_buffers = 0;  // offload_optimizer: the master's and the state's sub-group buffers
   int64_t gradient_swap_buffers = 0;   // offload_optimizer: the gradient's sub-group buffers and pages
   int64_t param_swap_memory = 0;       // offload_param: buffers and resident chunks (max_in_cpu)
+  int64_t compression_buffers = 0;   // the 1-bit optimizers: the kept momentum bits, or stage 0's padded copy
   int64_t activations = 0;           // one micro-batch's forward, kept for backward (GPT only)
   int64_t checkpoint_bucket = 0;     // saving and loading; not live during a step
   int64_t baseline = 0;              // the process before any model, and the engine's residue
   int64_t budget = 0;                // per rank; 0: no limit known
   std::string budget_source;
 
-  int64_t buffers() const { return backward_gradients + reduce_buckets + gathered_parameters + refresh_gather; }
+  int64_t buffers() const {
+    return backward_gradients + reduce_buckets + gathered_parameters + refresh_gather + compression_buffers;
+  }
   int64_t swap_buffers() const { return optimizer_swap_buffers + gradient_swap_buffers + param_swap_memory; }
   // What a rank holds at the peak of a step.
   int64_t peak() const { return baseline + model_state.total() + buffers() + swap_buffers() + activations; }
@@ -94,8 +97,15 @@ inline constexpr double kBudgetShare = 0.9;
 MemoryPlan size_memory(const Config& config, const ModelShape& shape, int world, std::optional<int> stage = {});
 // Chooses the knobs the user left unset so the peak stays within budget.per_rank() *
 // kBudgetShare, and sizes every buffer. Throws ds::Error naming the key when a value the user set
-// alone keeps the peak above the budget (what it costs, and the budget).
-MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget);
+// alone keeps the peak above the budget (what it costs, and the budget). When the ranks span
+// `several_nodes`, overlap_comm left unset is turned on and, with it on, reduce_bucket_size left
+// unset is link_bucket_numel() (docs/multi-node.md), before the budget's search.
+MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget,
+                       bool several_nodes = false);
+
+// The gradient bucket for a link between nodes: 5e6 elements (measured), or a quarter of a model
+// smaller than four of those (at least 2^16).
+int64_t link_bucket_numel(int64_t model_numel);
 // `config` with the plan's chosen knobs set.
 Config apply_memory_plan(const Config& config, const MemoryPlan& plan);
 
