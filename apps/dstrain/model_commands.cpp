@@ -124,6 +124,7 @@ void print_plan(const std::string& config_path, int world, int ranks_per_node) {
   row("buffers: reduce buckets", plan.reduce_buckets);
   row("buffers: gathered parameters (stage 3)", plan.gathered_parameters);
   row("buffers: refresh all-gather (stages 1-2)", plan.refresh_gather);
+  row("buffers: 1-bit momentum bits and backend scratch", plan.compression_buffers);
   row("swap buffers: optimizer state (NVMe)", plan.optimizer_swap_buffers);
   row("swap buffers: gradients (NVMe)", plan.gradient_swap_buffers);
   row("swap buffers: parameters and max_in_cpu (NVMe)", plan.param_swap_memory);
