@@ -4,8 +4,8 @@
 # against the least any all-reduce over N nodes can: 2(N-1)/N x the gradient's bytes in each
 # direction (a node must send out what the others lack of its sum, and receive theirs).
 #   LAYOUT 2x2 (2 nodes x 2 ranks): dstrain, left to its multi-node defaults, prints the Open MPI
-#          settings it applied and stays within 1.1x of that least in every direction of every
-#          node's link; then, with the user's own OMPI_MCA_coll_libnbc_iallreduce_algorithm=2 (the
+#          settings it applied and the planner's overlap_comm and link-sized buckets, and stays
+#          within 1.1x of that least in every direction of every node's link; then, with the user's own OMPI_MCA_coll_libnbc_iallreduce_algorithm=2 (the
 #          binomial tree: two gradients each way on the root's link, twice the least at 2 nodes),
 #          it applies nothing, says nothing, and the busiest direction carries at least 1.5x the
 #          least: the user's setting is the one in force.
@@ -63,12 +63,17 @@ read -r least busiest <<< "$(run -u OMPI_MCA_coll_libnbc_iallreduce_algorithm)"
 echo "defaults: busiest direction $busiest B/step, least $least B/step"
 grep -q "spans several nodes: Open MPI's coll_libnbc_iallreduce_algorithm = 3" "$work/out.log" ||
   { cat "$work/out.log"; echo "no line about the multi-node defaults"; exit 1; }
+# The planner's multi-node defaults: overlap_comm on, buckets of a quarter of this small model.
+grad=$(sed -n 's/.*"grad_bytes":\([0-9]*\).*/\1/p' "$work/metrics.jsonl" | head -n 1)
+bucket=$(( (grad / 4 + 3) / 4 ))
+grep -q "spans several nodes: zero_optimization.overlap_comm = true, zero_optimization.reduce_bucket_size = $bucket " \
+  "$work/out.log" || { cat "$work/out.log"; echo "no line choosing overlap_comm and $bucket-element buckets"; exit 1; }
 awk -v b="$busiest" -v l="$least" 'BEGIN { exit !(b <= 1.1 * l) }' ||
   { echo "a link direction carried $busiest B/step, more than 1.1 x $least"; exit 1; }
 
 read -r least busiest <<< "$(run OMPI_MCA_coll_libnbc_iallreduce_algorithm=2)"
 echo "user's binomial tree: busiest direction $busiest B/step, least $least B/step"
-! grep -q "spans several nodes" "$work/out.log" || { echo "dstrain overrode the user's setting"; exit 1; }
+! grep -q "spans several nodes: Open MPI" "$work/out.log" || { echo "dstrain overrode the user's setting"; exit 1; }
 awk -v b="$busiest" -v l="$least" 'BEGIN { exit !(b >= 1.5 * l) }' ||
   { echo "the binomial tree carried $busiest B/step, under 1.5 x $least: not in force?"; exit 1; }
 echo "link bytes OK"
