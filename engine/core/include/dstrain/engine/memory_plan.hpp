@@ -6,7 +6,8 @@
 //                    a step, swap buffers apart)
 //   buffers          the reducer's buckets, stage 3's gathered parameters (the module in use and
 //                    the prefetch), stage 1-2's refresh all-gather, the whole gradient autograd
-//                    holds before the reducer packs it, the checkpoint bucket
+//                    holds before the reducer packs it, the checkpoint bucket, the 1-bit
+//                    optimizers' kept momentum bits and compressed-allreduce scratch
 //   swap buffers     offload_optimizer's sub-group buffers and gradient pages, offload_param's
 //                    buffers and resident chunks (zero/buffer_sizes.hpp, as the swappers allocate)
 //   activations      what the built-in GPT's forward keeps for backward, and the gradients going
