@@ -16,7 +16,9 @@ PACKAGES=(openmpi-bin libopenmpi-dev libopenmpi3 openmpi-common libevent-core-2.
           libevent-2.1-7 libfabric1 libhwloc15 libhwloc-plugins libibverbs1 ibverbs-providers libmunge2
           libnl-3-200 libnl-route-3-200 libnuma1 libpciaccess0 libpmix2 libpsm-infinipath1 libpsm2-2
           librdmacm1 libucx0 libltdl7 libxnvctrl0 libgfortran5 liburing-dev liburing2 libcli11-dev
-          nlohmann-json3-dev catch2 pkgconf pkgconf-bin libpkgconf3 pkg-config)
+          nlohmann-json3-dev catch2 pkgconf pkgconf-bin libpkgconf3 pkg-config
+          libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
+          libsentencepiece0 libsentencepiece-dev sentencepiece)
 
 environment() {
   local multiarch=$PREFIX/usr/lib/x86_64-linux-gnu

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "dstrain/engine/memory_budget.hpp"
 #include "dstrain/engine/memory_plan.hpp"
 #include "dstrain/engine/models/gpt.hpp"

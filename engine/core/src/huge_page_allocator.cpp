@@ -97,7 +97,7 @@ void release(void* data) {
 
 }  // namespace
 
-c10::DataPtr HugePageAllocator::allocate(size_t bytes) const {
+c10::DataPtr HugePageAllocator::allocate(size_t bytes) DS_ALLOCATE_CONST {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (bytes < kHugePage) {
     // Freed without the lookup: release() of a small block is free_cpu() too.

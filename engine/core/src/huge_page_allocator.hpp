@@ -15,6 +15,16 @@
 #pragma once
 
 #include <c10/core/Allocator.h>
+#include <torch/version.h>
+
+#include <cstring>
+
+// LibTorch 2.3 made Allocator::allocate non-const.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define DS_ALLOCATE_CONST
+#else
+#define DS_ALLOCATE_CONST const
+#endif
 
 namespace ds {
 
@@ -22,7 +32,11 @@ class HugePageAllocator final : public c10::Allocator {
  public:
   static constexpr size_t kHugePage = size_t{2} << 20;
 
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate(size_t bytes) DS_ALLOCATE_CONST override;
+  // LibTorch 2.x also asks an allocator to copy its own bytes (later with a "sync" flag); 1.13 does not,
+  // and then these are plain members. No `override`: each matches whichever the base declares.
+  void copy_data(void* dest, const void* src, size_t count) const { std::memcpy(dest, src, count); }
+  void copy_data(void* dest, const void* src, size_t count, bool /*sync*/) const { std::memcpy(dest, src, count); }
   c10::DeleterFnPtr raw_deleter() const override;
 };
 
