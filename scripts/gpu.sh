@@ -27,6 +27,8 @@ environment() {
   echo "export PATH=$PREFIX/usr/bin:/usr/local/cuda/bin:\$PATH"
   echo "export LD_LIBRARY_PATH=$multiarch:$multiarch/openmpi/lib:\${LD_LIBRARY_PATH:-}"
   echo "export PKG_CONFIG_PATH=$multiarch/pkgconfig PKG_CONFIG_SYSROOT_DIR=$PREFIX"
+  # The tests' Python references need torch and numpy: there that is PATH's python3, not /usr/bin's.
+  echo "export DSTRAIN_PYTHON=$(command -v python3)"
   echo "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMIX_MCA_pcompress_base_silence_warning=1"
   # For CMake runs of outside projects too (the installed-package test builds examples/ with it).
   echo "export CMAKE_PREFIX_PATH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'):$PREFIX/usr"

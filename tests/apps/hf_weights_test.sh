@@ -19,10 +19,11 @@
 #     a pipeline, a config.json whose sizes the tensors do not have (the tensor and the file).
 set -euo pipefail
 dstrain=$1 source=$2
+python=${DSTRAIN_PYTHON:-/usr/bin/python3}  # the Python with torch (tests/support/python.hpp)
 shift 2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-reference="/usr/bin/python3 $source/tests/apps/hf_gpt2_reference.py"
+reference="$python $source/tests/apps/hf_gpt2_reference.py"
 text="$source/docs/architecture.md"
 model=(--set dstrain.model.n_embd=64 --set dstrain.model.n_layer=2 --set dstrain.model.n_head=4
        --set dstrain.model.vocab_size=256 --set dstrain.model.block_size=32)
@@ -50,7 +51,7 @@ last_bar=$(tr '\r' '\n' < "$work/exportt.log" | grep ' MB | ' | tail -1)
   { echo "no finished progress bar:"; cat "$work/exportt.log"; exit 1; }
 grep -q "and 1 more stages" "$work/exportt.log" || { echo "the torch export names one stage:"; cat "$work/exportt.log"; exit 1; }
 
-/usr/bin/python3 - "$work" "$source/tests/apps" <<'PY'
+$python - "$work" "$source/tests/apps" <<'PY'
 import json, os, sys
 import numpy as np
 work = sys.argv[1]
@@ -143,9 +144,9 @@ print(f"torch export of the pipeline: {len(saved)} tensors equal the checkpoint'
 PY
 
 # The first step's batch: samples 0.. of step 0 (the trainer's default data seed 1337).
-first_loss() { /usr/bin/python3 -c 'import json,sys; print(repr(json.loads(open(sys.argv[1]).readline())["loss"]))' "$1"; }
+first_loss() { $python -c 'import json,sys; print(repr(json.loads(open(sys.argv[1]).readline())["loss"]))' "$1"; }
 close() {  # close NAME GOT WANT: within 1e-4 relative
-  /usr/bin/python3 -c 'import sys; got, want = float(sys.argv[2]), float(sys.argv[3]); ok = abs(got - want) <= 1e-4 * abs(want)
+  $python -c 'import sys; got, want = float(sys.argv[2]), float(sys.argv[3]); ok = abs(got - want) <= 1e-4 * abs(want)
 print(("ok  " if ok else "FAIL") + f" {sys.argv[1]}: dstrain {got}, PyTorch {want}"); sys.exit(0 if ok else 1)' "$@"
 }
 "$@" -np 1 "$dstrain" "${common[@]}" --set "dstrain.model.init_from=$work/hf0" --steps 1 --metrics "$work/init0.jsonl" \
@@ -159,13 +160,13 @@ close "init_from of the sharded export at -np 2, stage 3" "$(first_loss "$work/i
   "$($reference loss "$work/hfs" --text "$text" --batch 4)"
 
 # estimate and plan read init_from's sizes as the trainer does: a model block of init_from alone.
-/usr/bin/python3 - "$source/configs/default.json" "$work/hf0" "$work/init_only.json" <<'PY'
+$python - "$source/configs/default.json" "$work/hf0" "$work/init_only.json" <<'PY'
 import json, sys
 config = json.load(open(sys.argv[1]))
 config["dstrain"]["model"] = {"init_from": sys.argv[2]}
 json.dump(config, open(sys.argv[3], "w"))
 PY
-parameters=$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from hf_gpt2_reference import read_weights
+parameters=$($python -c 'import sys; sys.path.insert(0, sys.argv[1]); from hf_gpt2_reference import read_weights
 print(sum(a.size for a in read_weights(sys.argv[2]).values()))' "$source/tests/apps" "$work/hf0")
 for command in estimate plan; do
   "$dstrain" $command -c "$work/init_only.json" > "$work/$command.log"
@@ -189,11 +190,11 @@ grep -q '"architectures": \[\s*"LlamaForCausalLM"' <(tr -d '\n' < "$work/hf-llam
 "$@" -np 1 "$dstrain" "${llama[@]}" --set "dstrain.model.init_from=$work/hf-llama" --steps 1 \
   --metrics "$work/init-llama1.jsonl" > "$work/init-llama1.log"
 close "Llama init_from at -np 1" "$(first_loss "$work/init-llama1.jsonl")" \
-  "$(/usr/bin/python3 "$source/tests/apps/hf_llama_reference.py" loss "$work/hf-llama" --text "$text" --batch 2)"
+  "$($python "$source/tests/apps/hf_llama_reference.py" loss "$work/hf-llama" --text "$text" --batch 2)"
 "$@" -np 2 "$dstrain" "${llama[@]}" --set "dstrain.model.init_from=$work/hf-llama" --set zero_optimization.stage=3 \
   --set optimizer.params.lr=0 --set dstrain.model.hidden_size=null --steps 1 --metrics "$work/init-llama.jsonl" \
   > "$work/init-llama.log"
-/usr/bin/python3 - "$(tail -1 "$work/init-llama.jsonl")" "$("$dstrain" eval --checkpoint "$work/llama" --batch-size 4)" <<'PY'
+$python - "$(tail -1 "$work/init-llama.jsonl")" "$("$dstrain" eval --checkpoint "$work/llama" --batch-size 4)" <<'PY'
 import json, sys
 got, want = json.loads(sys.argv[1])["val_loss"], float(sys.argv[2])
 assert abs(got - want) <= 2e-6 + 1e-6 * abs(want), (got, want)

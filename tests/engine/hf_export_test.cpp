@@ -1,5 +1,5 @@
 // Hugging Face weights out of a sharded checkpoint and back in: the GPT's export, loaded into a
-// PyTorch GPT-2 written in Python (tests/apps/hf_gpt2_reference.py, /usr/bin/python3 with torch and
+// PyTorch GPT-2 written in Python (tests/apps/hf_gpt2_reference.py, the tests' Python (tests/support/python.hpp) with torch and
 // numpy), gives the engine's loss on the same batch, and a Llama's, loaded into a PyTorch
 // LlamaForCausalLM (tests/apps/hf_llama_reference.py), too; the import gives the engine's logits back
 // from one file, from our sharded export (cut as save_pretrained cuts) and from sharded folders and
@@ -26,6 +26,7 @@
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/init.hpp"
 #include "training_loop.hpp"
+#include "python.hpp"
 
 namespace {
 
@@ -88,7 +89,7 @@ double python_loss(const std::string& folder, const at::Tensor& rows, const std:
   const std::string tokens = scratch + "/tokens.bin", logits_file = scratch + "/logits.bin";
   std::ofstream(tokens, std::ios::binary)
       .write(static_cast<const char*>(rows.contiguous().data_ptr()), rows.numel() * static_cast<int64_t>(sizeof(int64_t)));
-  const double loss = std::stod(output_of("/usr/bin/python3 " + reference + " loss " + folder + " --tokens " + tokens +
+  const double loss = std::stod(output_of(ds::testing::python() + " " + reference + " loss " + folder + " --tokens " + tokens +
                                           " --block-size " + std::to_string(rows.size(1) - 1) +
                                           (logits ? " --logits " + logits_file : "")));
   if (logits) {
@@ -237,7 +238,7 @@ TEST_CASE("weights import from a sharded folder, F16 and BF16 copies that Python
   if (ds::comm::get_rank() != 0) return;
   ds::export_hf(ds::checkpoint_folders(dir + "/ckpt", ""), dir + "/hf");
   std::ofstream(dir + "/rewrite.py") << kRewrite;
-  output_of("/usr/bin/python3 " + dir + "/rewrite.py " + dir + " " + kReference);
+  output_of(ds::testing::python() + " " + dir + "/rewrite.py " + dir + " " + kReference);
 
   const auto config = ds::models::GPTConfig::from_json(model_block());
   ds::models::GPT exported(config);

@@ -1,6 +1,6 @@
 // The built-in Llama against independent references: a plain LibTorch implementation written here
 // from the equations (per-head loops, RoPE as a rotation of feature pairs, GQA by indexing the shared
-// key/value head), and, where /usr/bin/python3 has torch, a Python transcription of Hugging Face's
+// key/value head), and, where the tests' Python (tests/support/python.hpp) has torch, a Python transcription of Hugging Face's
 // modeling_llama (rotate_half, repeat_kv; tests/apps/hf_llama_reference.py) run on the same weights. Then RoPE against its closed form,
 // the fused RMSNorm and RoPE kernels against their tensor-op versions, pipeline slices against the
 // whole model, the KV cache against the full forward, and the config's errors.
@@ -24,6 +24,7 @@
 #include "dstrain/engine/models/rms_norm.hpp"
 #include "dstrain/engine/models/rotary.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "python.hpp"
 
 using ds::models::Llama;
 using ds::models::LlamaConfig;
@@ -158,7 +159,7 @@ void require_same(const Gradients& actual, const Gradients& expected, double tol
 }
 
 // ---- The Python reference: HF's modeling_llama (tests/apps/hf_llama_reference.py, which the
-// Hugging Face export's tests load exported weights into), run by /usr/bin/python3 if it has torch. ----
+// Hugging Face export's tests load exported weights into), run by the tests' Python if it has torch. ----
 
 const fs::path kHfLlamaReference = fs::path(__FILE__).parent_path().parent_path() / "apps";
 
@@ -190,7 +191,7 @@ for name, param in model.named_parameters():
     save(name, param.grad)
 )PY";
 
-bool python_has_torch() { return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0; }
+bool python_has_torch() { return std::system((ds::testing::python() + " -c 'import torch' > /dev/null 2>&1").c_str()) == 0; }
 
 void write_raw(const fs::path& path, const at::Tensor& tensor) {
   const at::Tensor data = tensor.detach().contiguous();
@@ -230,7 +231,7 @@ Gradients python_gradients(const Params& weights, const LlamaConfig& c, const at
   std::ofstream(folder / "manifest.json") << manifest.dump();
   std::ofstream(folder / "hf_llama.py") << kHfLlama;
   const std::string command =
-      "/usr/bin/python3 " + (folder / "hf_llama.py").string() + " " + folder.string() + " " + kHfLlamaReference.string();
+      ds::testing::python() + " " + (folder / "hf_llama.py").string() + " " + folder.string() + " " + kHfLlamaReference.string();
   REQUIRE(std::system(command.c_str()) == 0);
   Gradients out;
   out.logits = read_raw(folder / "logits.out", {tokens.size(0), tokens.size(1), c.vocab_size});
@@ -298,7 +299,7 @@ TEST_CASE("the Llama's logits and gradients equal the equations in plain LibTorc
     require_same(actual, reference_gradients(parameters_by_name(*model), config, tokens, targets), 1e-5);
 
     if (!python_has_torch()) {
-      WARN("/usr/bin/python3 has no torch: the HF transcription is skipped");
+      WARN(ds::testing::python() << " has no torch: the HF transcription is skipped");
       continue;
     }
     require_same(actual, python_gradients(parameters_by_name(*model), config, tokens, targets), 1e-5);

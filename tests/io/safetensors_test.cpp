@@ -1,5 +1,5 @@
 // Safetensors files against an independent writer and reader: a few lines of Python (struct, json,
-// numpy; /usr/bin/python3) write files our reader must read (dtypes, padding, metadata, a sharded
+// numpy; the tests' Python, tests/support/python.hpp) write files our reader must read (dtypes, padding, metadata, a sharded
 // folder) and read the files our writer makes. Malformed headers fail naming the file and tensor.
 #include <catch2/catch.hpp>
 
@@ -13,6 +13,7 @@
 #include "dstrain/io/safetensors.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "io_test_support.hpp"
+#include "python.hpp"
 
 using namespace ds::io;
 using namespace ds::io::testing;
@@ -47,7 +48,7 @@ def bf16(values):
 void run_python(const TempDir& dir, const std::string& body) {
   const std::string script = dir.file("script.py");
   std::ofstream(script) << kPythonWriter << body;
-  const std::string command = "/usr/bin/python3 " + script + " " + dir.path();
+  const std::string command = ds::testing::python() + " " + script + " " + dir.path();
   REQUIRE(std::system(command.c_str()) == 0);
 }
 
