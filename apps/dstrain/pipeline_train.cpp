@@ -17,6 +17,7 @@
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/memory.hpp"
 #include "model_choice.hpp"
+#include "placement.hpp"
 #include "train_command.hpp"
 #include "train_report.hpp"
 
@@ -59,7 +60,10 @@ int run_pipeline_training(const Config& config, const TrainOptions& options, con
   const ModelChoice choice = choose_model(trainer.model, activation_checkpoint_interval(config));
   auto source = data::make_token_source(trainer.data, choice.vocab_size(), choice.max_sequence_length());
   const int64_t baseline_rss = process_memory().rss_bytes;
-  PipelineEngine engine(pipeline_module(choice, config.pipeline().partition), config, world);
+  // Each stage on this rank's device (dstrain.device), built on the CPU first: a seed gives the same
+  // weights on any device.
+  PipelineEngine engine(pipeline_module(choice, config.pipeline().partition), config, world,
+                        placement_from(config.dstrain_block()).device);
   if (options.resume) {
     const std::string tag = resume_tag(engine, options.save_dir, options.tag);
     log::info("checkpoint: resuming every stage from ", tag);

@@ -160,7 +160,6 @@ int run_training(const TrainOptions& options) {
     world->barrier();
   }
   if (config.pipeline().stages.value_or(1) > 1) {
-    if (placement.device.is_cuda()) throw Error("the pipeline trainer runs on the CPU only").with_key("dstrain.device");
     if (!init_from.empty()) throw Error("the pipeline trainer cannot start from init_from yet").with_key("dstrain.model.init_from");
     return run_pipeline_training(config, options, trainer, steps, world, preemption);
   }

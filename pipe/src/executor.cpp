@@ -18,8 +18,12 @@ constexpr int kGradTag = 3;
 
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(Stage& stage, comm::Backend& pipe_group)
-    : stage_(stage), group_(pipe_group), stage_id_(pipe_group.rank()), stages_(pipe_group.world_size()) {}
+PipelineExecutor::PipelineExecutor(Stage& stage, comm::Backend& pipe_group, at::Device device)
+    : stage_(stage),
+      group_(pipe_group),
+      device_(device),
+      stage_id_(pipe_group.rank()),
+      stages_(pipe_group.world_size()) {}
 
 double PipelineExecutor::train_batch(int micro_batches) {
   return run(TrainSchedule(micro_batches, stages_, stage_id_), true);
@@ -96,7 +100,7 @@ void PipelineExecutor::recv_activation(Buffer& buffer) {
     group_.recv(header, previous, kMetaTag);
     received_meta_ = TensorMeta::decode(header);
   }
-  if (!buffer.received.defined()) buffer.received = received_meta_->empty();
+  if (!buffer.received.defined()) buffer.received = received_meta_->empty(device_);
   group_.recv(buffer.received, previous, kActivationTag);
   // A leaf over the receive buffer itself, no copy: the forward's graph may keep it, which is safe
   // because a schedule receives into a buffer again only after that buffer's backward ran (the
@@ -118,7 +122,7 @@ void PipelineExecutor::send_activation(Buffer& buffer) {
 }
 
 void PipelineExecutor::recv_grad(Buffer& buffer) {
-  if (!buffer.output_grad.defined()) buffer.output_grad = sent_meta_.value().empty();
+  if (!buffer.output_grad.defined()) buffer.output_grad = sent_meta_.value().empty(device_);
   group_.recv(buffer.output_grad, stage_id_ + 1, kGradTag);
 }
 

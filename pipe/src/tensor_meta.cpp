@@ -40,7 +40,9 @@ TensorMeta TensorMeta::decode(const at::Tensor& header) {
   return meta;
 }
 
-at::Tensor TensorMeta::empty() const { return at::empty(sizes, at::TensorOptions().dtype(dtype)); }
+at::Tensor TensorMeta::empty(at::Device device) const {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));
+}
 
 void TensorMeta::check(const at::Tensor& tensor, const std::string& what) const {
   if (tensor.scalar_type() == dtype && tensor.sizes().vec() == sizes) return;

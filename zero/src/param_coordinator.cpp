@@ -11,6 +11,7 @@
 #include "dstrain/zero/init.hpp"
 #include "dstrain/zero/module.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "device_staging.hpp"
 
 namespace ds::zero {
 namespace {
@@ -48,6 +49,7 @@ ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const
                 std::string(c10::toString(options_.dtype().toScalarType())))
         .with_key("zero_optimization.offload_param.device");
   if (!swapper_) model_shard_ = at::empty({layout_.shard_numel()}, options_);
+  if (swapper_ && !options_.device().is_cpu()) staging_ = std::make_unique<DeviceStaging>(options_.device());
   params_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     Param& p = params_[i];
@@ -59,7 +61,7 @@ ParameterCoordinator::ParameterCoordinator(std::vector<at::Tensor> params, const
     if (swapper_) {
       // One chunk at a time through memory: the whole partition never is (a model built onto NVMe
       // by Init is read back from its build file here, chunk by chunk).
-      const at::Tensor chunk = at::empty({layout_.slot(i).chunk}, options_);
+      const at::Tensor chunk = at::empty({layout_.slot(i).chunk}, options_.device(at::kCPU));
       layout_.copy_rank_chunk(i, params[i].detach(), chunk);
       swapper_->store_range(chunk.data_ptr<float>(), layout_.slot(i).shard_offset, chunk.numel());
     } else {
@@ -123,8 +125,15 @@ void ParameterCoordinator::post_gather(size_t i) {
     // Every buffer held by a gather in flight: the oldest finishes first (every rank posts the
     // same gathers in the same order, so waiting for an earlier one cannot deadlock).
     while (!swapper_->can_acquire(i)) wait_available(gathering_.front());
-    input = at::from_blob(const_cast<float*>(swapper_->acquire(i)), {slot.chunk}, options_);
-    if (swapper_->swapped(i)) gathering_.push_back(i);
+    const float* chunk = swapper_->acquire(i);
+    if (staging_) {
+      // On a GPU the gather reads a device copy: the swap buffer is free again at once.
+      input = staging_->to_device(chunk, slot.chunk);
+      swapper_->release(i);
+    } else {
+      input = at::from_blob(const_cast<float*>(chunk), {slot.chunk}, options_);
+      if (swapper_->swapped(i)) gathering_.push_back(i);
+    }
   } else {
     input = layout_.chunk_view(i, model_shard_);
   }
@@ -134,13 +143,15 @@ void ParameterCoordinator::post_gather(size_t i) {
     p.work = comm::quantized_all_gather_async(group_, p.gather_buffer, input, kQuantizedWeightBits);
   else
     p.work = group_.all_gather_into_async(p.gather_buffer, input);
+  p.gather_input = input;
 }
 
 void ParameterCoordinator::finish_gather(size_t i) {
   Param& p = params_[i];
   p.work->wait();
   p.work.reset();
-  if (!swapper_ || p.from_secondary) return;
+  p.gather_input = at::Tensor();
+  if (!swapper_ || staging_ || p.from_secondary) return;
   swapper_->release(i);
   gathering_.erase(std::remove(gathering_.begin(), gathering_.end(), i), gathering_.end());
 }
@@ -368,6 +379,12 @@ void ParameterCoordinator::release_held() {
 void ParameterCoordinator::load_shard_range(const at::Tensor& values, int64_t shard_offset) {
   at::NoGradGuard no_grad;
   for (Param& p : params_) p.secondary_current = false;  // the next forward's gathers refresh them
+  if (staging_) {
+    staging_->to_host(values, [&](const float* host, int64_t offset, int64_t count) {
+      swapper_->store_range(host, shard_offset + offset, count);
+    });
+    return;
+  }
   if (swapper_) {
     const at::Tensor fp32 = values.to(at::kFloat).contiguous();
     swapper_->store_range(fp32.data_ptr<float>(), shard_offset, fp32.numel());

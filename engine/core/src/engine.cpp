@@ -179,9 +179,6 @@ void EngineCore::check_offload_devices(at::Device device) const {
   if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.stage >= 1 && !device.is_cpu())
     throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
         .with_key("zero_optimization.offload_optimizer.device");
-  if (zero.offload_param.device == OffloadDevice::Nvme && !device.is_cpu())
-    throw Error("offload_param to NVMe runs on CPU models only (this model is on " + device.str() + ")")
-        .with_key("zero_optimization.offload_param.device");
   using Offload = std::pair<const char*, OffloadDevice>;
   for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
                                      Offload{"offload_param", zero.offload_param.device}})

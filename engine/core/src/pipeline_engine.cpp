@@ -63,9 +63,11 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
     bool counted;
   };
 
-  ModuleStage(const pipe::PipelineGrid& grid, const Config& config, const PipelineModule& module, PipelineStage built,
-              std::shared_ptr<comm::Backend> dp_group, comm::Backend& pipe_group, std::vector<Tied> tied)
+  ModuleStage(const pipe::PipelineGrid& grid, at::Device device, const Config& config, const PipelineModule& module,
+              PipelineStage built, std::shared_ptr<comm::Backend> dp_group, comm::Backend& pipe_group,
+              std::vector<Tied> tied)
       : grid_(grid),
+        device_(device),
         module_(module),
         engine_(ds::initialize(std::move(built), without_clipping(config), std::move(dp_group))),
         pipe_group_(pipe_group),
@@ -88,8 +90,8 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
   }
   void end_batch() { release_held_parameters(); }
 
-  at::Tensor load_inputs(int micro_batch) override { return (*micro_batches_)(micro_batch).inputs; }
-  at::Tensor load_labels(int micro_batch) override { return (*micro_batches_)(micro_batch).targets; }
+  at::Tensor load_inputs(int micro_batch) override { return (*micro_batches_)(micro_batch).inputs.to(device_); }
+  at::Tensor load_labels(int micro_batch) override { return (*micro_batches_)(micro_batch).targets.to(device_); }
 
   at::Tensor forward(const at::Tensor& input) override { return engine_->forward(input); }
 
@@ -153,7 +155,7 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
   // under ZeRO 0 they hold equal whole gradients and all reach the same norm alone.
   void clip_gradients() {
     std::vector<at::Tensor> grads;
-    at::Tensor sum_sq = at::zeros({1}, at::kDouble);
+    at::Tensor sum_sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
     for (const at::Tensor& param : engine_->module().ptr()->parameters()) {
       if (!param.requires_grad()) continue;
       grads.push_back(engine_->reduced_gradient_chunk(param));
@@ -175,6 +177,7 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
   }
 
   const pipe::PipelineGrid& grid_;
+  at::Device device_;
   PipelineModule module_;
   std::shared_ptr<Engine<PipelineStage>> engine_;
   comm::Backend& pipe_group_;
@@ -187,12 +190,12 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
 };
 
 PipelineEngine::PipelineEngine(const models::GPTConfig& model, const Config& config,
-                               std::shared_ptr<comm::Backend> world)
-    : PipelineEngine(gpt_pipeline_module(model, config.pipeline().partition), config, std::move(world)) {}
+                               std::shared_ptr<comm::Backend> world, at::Device device)
+    : PipelineEngine(gpt_pipeline_module(model, config.pipeline().partition), config, std::move(world), device) {}
 
 PipelineEngine::PipelineEngine(const PipelineModule& module, const Config& config,
-                               std::shared_ptr<comm::Backend> world)
-    : grid_(world->world_size(), pipeline_stages(config), world->rank()), world_(std::move(world)) {
+                               std::shared_ptr<comm::Backend> world, at::Device device)
+    : grid_(world->world_size(), pipeline_stages(config), world->rank()), device_(device), world_(std::move(world)) {
   bounds_ = module.partition(grid_.stages());
   const int first = bounds_[grid_.stage()];
   const int last = bounds_[grid_.stage() + 1];
@@ -204,6 +207,9 @@ PipelineEngine::PipelineEngine(const PipelineModule& module, const Config& confi
   auto dp_group = world_->split(grid_.stage(), grid_.replica());
   pipe_group_ = world_->split(grid_.replica(), grid_.stage());
   PipelineStage built = module.build(first, last, config.training().seed);
+  // Built on the CPU, so that a seed gives the same weights on any device. Module::to keeps each
+  // parameter's tensor (set_data), so the tied parameters below are the ones that moved.
+  built.ptr()->to(device_);
   std::vector<ModuleStage::Tied> tied;
   for (const auto& [key, layers] : module.tied_layers()) {
     std::set<int> stages;
@@ -212,11 +218,11 @@ PipelineEngine::PipelineEngine(const PipelineModule& module, const Config& confi
     auto group = world_->split(holds && stages.size() > 1 ? grid_.replica() : -1, grid_.stage());
     if (holds) tied.push_back({built.tied().at(key), std::move(group), *stages.begin() == grid_.stage()});
   }
-  stage_ = std::make_unique<ModuleStage>(grid_, config, module, std::move(built), std::move(dp_group), *pipe_group_,
+  stage_ = std::make_unique<ModuleStage>(grid_, device_, config, module, std::move(built), std::move(dp_group), *pipe_group_,
                                          std::move(tied));
-  executor_ = std::make_unique<pipe::PipelineExecutor>(*stage_, *pipe_group_);
+  executor_ = std::make_unique<pipe::PipelineExecutor>(*stage_, *pipe_group_, device_);
   log::info_all("pipeline stage ", grid_.stage(), " of ", grid_.stages(), ", replica ", grid_.replica(), " of ",
-                grid_.replicas(), ": layers [", first, ", ", last, ") of ", module.num_layers(), ", ",
+                grid_.replicas(), ": layers [", first, ", ", last, ") of ", module.num_layers(), " on ", device_.str(), ", ",
                 core().gradient_accumulation_steps(), " micro-batches, ZeRO stage ", core().zero_stage(),
                 core().zero_stage() == 3 ? (stage_->holds_parameters() ? " (parameters gathered once per batch)"
                                                                        : " (parameters gathered per module)")

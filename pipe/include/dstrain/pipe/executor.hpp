@@ -9,7 +9,9 @@
 //   SendGrad         blocking send of the input's gradient to the previous stage
 //   ReduceTiedGrads, ReduceGrads, OptimizerStep   the stage's model-wide hooks
 // Micro-batch k of a batch lives in buffer buffer_id of the instructions; each buffer's receive
-// tensors are allocated once and reused by every later micro-batch in that buffer. The activation
+// tensors are allocated once, on the stage's device, and reused by every later micro-batch in that
+// buffer (the backend moves them between devices as it needs: MPI stages CUDA tensors through the
+// host, NCCL sends them from the GPU). The activation
 // shape and dtype are agreed with the neighbours at the first exchange of the run (TensorMeta) and
 // checked on every send after it. The schedules pair every send with its receive in the same step,
 // so the blocking exchanges never deadlock; a stage that throws ends the job (comm::run_or_abort),
@@ -30,8 +32,9 @@ namespace ds::pipe {
 class PipelineExecutor {
  public:
   // pipe_group: the stages of this pipeline, ranked by stage; this stage is pipe_group.rank().
-  // Both must outlive the executor.
-  PipelineExecutor(Stage& stage, comm::Backend& pipe_group);
+  // Both must outlive the executor. device: where the stage's module runs, which is where the
+  // activations and gradients it receives land.
+  PipelineExecutor(Stage& stage, comm::Backend& pipe_group, at::Device device = at::kCPU);
 
   // One training batch of `micro_batches` (TrainSchedule), ending with the optimizer step. Returns
   // the mean of the micro-batches' losses, on every stage.
@@ -68,6 +71,7 @@ class PipelineExecutor {
 
   Stage& stage_;
   comm::Backend& group_;
+  at::Device device_;
   int stage_id_;
   int stages_;
   bool training_ = false;

@@ -13,7 +13,7 @@ class Stage {
   virtual ~Stage() = default;
 
   // LoadMicroBatch of micro-batch `micro_batch` of the current batch: the first stage loads its
-  // inputs, the last its labels (a stage that is both loads both).
+  // inputs, the last its labels (a stage that is both loads both), on the stage's device.
   virtual at::Tensor load_inputs(int micro_batch) = 0;
   virtual at::Tensor load_labels(int micro_batch) = 0;
 

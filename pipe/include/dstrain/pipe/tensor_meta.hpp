@@ -24,8 +24,8 @@ struct TensorMeta {
   at::Tensor encode() const;
   static TensorMeta decode(const at::Tensor& header);
 
-  // A new CPU tensor of this shape and dtype, e.g. a receive buffer.
-  at::Tensor empty() const;
+  // A new tensor of this shape and dtype on `device`, e.g. a receive buffer.
+  at::Tensor empty(at::Device device = at::kCPU) const;
   // ds::Error naming `what`, the tensor's shape and dtype and the agreed ones when they differ.
   void check(const at::Tensor& tensor, const std::string& what) const;
 

@@ -30,7 +30,10 @@
 // With a ParamSwapper (offload_param.device "nvme") the chunks live in its swap file instead of a
 // shard in memory: a gather takes its input from the swapper's buffer and gives it back once the
 // gather is done; beyond the prefetch window, the chunks of the next parameters in the recorded
-// order (forward, then reversed in backward) are read ahead while buffers are free.
+// order (forward, then reversed in backward) are read ahead while buffers are free. For a model on
+// a GPU the swapper still works on host buffers: a chunk goes up through pinned memory on a side
+// stream (DeviceStaging) and its buffer is free again at once, and new values come down to the host
+// before the swapper stores them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -54,6 +57,7 @@ class Work;
 namespace ds::zero {
 
 class ParamSwapper;
+class DeviceStaging;
 
 class ParameterCoordinator : public ModuleHooks {
  public:
@@ -119,6 +123,7 @@ class ParameterCoordinator : public ModuleHooks {
     bool persistent = false;
     int users = 0;             // forward frames holding it whole
     at::Tensor gather_buffer;  // [partitions * chunk] while Inflight or Available
+    at::Tensor gather_input;   // what the gather posted reads, kept until it is done
     std::unique_ptr<comm::Work> work;
     bool from_secondary = false;     // the gather posted is hpZ's, within the secondary group
     at::Tensor secondary;            // hpZ: [partitions * chunk / H], this rank's slice of the whole
@@ -164,6 +169,7 @@ class ParameterCoordinator : public ModuleHooks {
   at::TensorOptions options_;   // the parameters' dtype and device
   at::Tensor model_shard_;       // this rank's chunks, shard-shaped; undefined with a swapper
   std::unique_ptr<ParamSwapper> swapper_;
+  std::unique_ptr<DeviceStaging> staging_;  // a model on a GPU with a swapper: chunks cross the link
   std::deque<size_t> gathering_; // swapped parameters whose gathers hold a swap buffer, oldest first
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> own_params_;
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> external_;

@@ -4,11 +4,14 @@
 //   while (...) loss = engine.train_batch([&](int k) { return my_micro_batch(k); });  // one optimizer step
 //   ds::PipelineEngine gpt(model_config, config, world);   // the built-in GPT (gpt_pipeline_module)
 //   while (...) loss = gpt.train_batch(token_source);
+//   ds::PipelineEngine on_gpu(model_config, config, world, at::Device(at::kCUDA, local_rank % gpus));
 //
 // The world is config.pipeline().stages deep and world / stages replicas wide, stage-major
 // (pipe::PipelineGrid: rank = stage * replicas + replica). Each rank builds its stage's contiguous
 // slice of the module's layers (PipelineModule::partition), seeded with config.training().seed, so
-// the stages together hold the model that seed builds whole, and wraps it in an EngineCore whose
+// the stages together hold the model that seed builds whole, moves it to the stage's device (the
+// CPU, or a GPU: then its engine's state, its micro-batches and the activations and gradients it
+// receives are all there), and wraps it in an EngineCore whose
 // data-parallel group is that stage's replicas; gradient_accumulation_steps is the number of
 // micro-batches per batch, as in DeepSpeed. A pipe::PipelineExecutor runs TrainSchedule:
 //   LoadMicroBatch   the first stage reads inputs, the last stage labels, of this replica's
@@ -67,9 +70,12 @@ class PipelineEngine {
 
   // Collective over `world`. Throws ds::Error naming the key for a missing or indivisible
   // pipeline.stages or more stages than layers.
-  PipelineEngine(const PipelineModule& module, const Config& config, std::shared_ptr<comm::Backend> world);
+  // device: where this rank's stage runs.
+  PipelineEngine(const PipelineModule& module, const Config& config, std::shared_ptr<comm::Backend> world,
+                 at::Device device = at::kCPU);
   // The built-in GPT: gpt_pipeline_module(model, config.pipeline().partition).
-  PipelineEngine(const models::GPTConfig& model, const Config& config, std::shared_ptr<comm::Backend> world);
+  PipelineEngine(const models::GPTConfig& model, const Config& config, std::shared_ptr<comm::Backend> world,
+                 at::Device device = at::kCPU);
   ~PipelineEngine();
   PipelineEngine(const PipelineEngine&) = delete;
   PipelineEngine& operator=(const PipelineEngine&) = delete;
@@ -83,6 +89,7 @@ class PipelineEngine {
   double eval_batch(const data::TokenSource& source, int64_t step);
 
   const pipe::PipelineGrid& grid() const { return grid_; }
+  at::Device device() const { return device_; }
   // Stage s holds the module's layers [bounds()[s], bounds()[s + 1]).
   const pipe::StageBounds& bounds() const { return bounds_; }
   // This stage's engine: steps, lr, timers, model-state bytes, its data-parallel group.
@@ -117,6 +124,7 @@ class PipelineEngine {
   double run_batch(const MicroBatches& micro_batches, bool training);
 
   pipe::PipelineGrid grid_;
+  at::Device device_;
   pipe::StageBounds bounds_;
   std::shared_ptr<comm::Backend> world_;
   std::shared_ptr<comm::Backend> pipe_group_;
