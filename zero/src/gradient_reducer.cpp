@@ -213,7 +213,11 @@ void GradientReducer::complete(Bucket& bucket) {
   else if (!bucket.direct)
     shard().narrow(0, bucket.shard_begin, bucket.shard_end - bucket.shard_begin).add_(bucket.result);
   bucket.work.reset();
-  if (bucket.storage.defined()) spares_.push_back(std::move(bucket.storage));
+  // A sink on a GPU may still be copying the result on a stream of its own (HostOffload's
+  // device-to-host copy): on one partition the result is the bucket's storage, which then goes back
+  // to the allocator (told by the sink to wait for that stream) rather than to the next bucket.
+  const bool sink_may_read = sink_ && layout_.partitions() == 1 && !options_.device().is_cpu();
+  if (bucket.storage.defined() && !sink_may_read) spares_.push_back(std::move(bucket.storage));
   bucket.storage = at::Tensor();
   bucket.buffer = at::Tensor();
   bucket.result = at::Tensor();

@@ -25,12 +25,19 @@
 #include "dstrain/zero/init.hpp"
 #include "dstrain/zero/node_group.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "dstrain/engine/host_offload.hpp"
 
 namespace ds {
 namespace {
 
 // qgZ's width: int4 within the node and across, as ZeRO++ and DeepSpeed's all_to_all_quant_reduce.
 constexpr int kQuantizedGradientBits = 4;
+
+// ZeRO-Offload's step on the host goes in this many pieces, so that the copy of one piece's new
+// weights to the GPU hides behind the CPU's step of the next; at least kMinHostStepPiece elements
+// each, so that every copy is large enough to run at the link's speed.
+constexpr int64_t kHostStepPieces = 8;
+constexpr int64_t kMinHostStepPiece = int64_t{1} << 20;
 
 at::ScalarType model_dtype(const Config& config) {
   if (config.bf16().enabled) return at::kBFloat16;
@@ -116,16 +123,21 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   check_offload_devices(device);
   const bool nvme = zero.offload_optimizer.device == OffloadDevice::Nvme && stage >= 1;
   const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme;  // stage 3 (check_trainable)
+  // ZeRO-Offload (a model on a GPU): the master, the optimizer state and the gradient shard live in
+  // host memory and the CPU steps them; on NVMe the CPU steps what it swaps in.
+  if (zero.offload_optimizer.device == OffloadDevice::Cpu && !device.is_cpu())
+    host_offload_ = std::make_unique<HostOffload>(layout_->shard_numel(), device, zero.offload_optimizer.pin_memory);
+  const at::Device optimizer_device = host_offload_ || nvme ? at::Device(at::kCPU) : device;
   // In memory the master comes before the optimizer's state: in fp32 the parameters move into one
   // buffer, and the storage they leave (kept by the allocator within its peak) is where that state
   // then goes, rather than the state adding to a peak of both copies of the weights. Offloaded, the
   // optimizer holds no state of its own (it steps the swapped-in sub-groups) and the master goes
   // to the swapper's file.
-  if (!nvme) build_master_shard(device);
-  optimizer_ = make_optimizer(device, nvme ? 0 : layout_->shard_numel());
+  if (!nvme) build_master_shard(optimizer_device);
+  optimizer_ = make_optimizer(optimizer_device, nvme ? 0 : layout_->shard_numel());
   if (nvme) {
     swapper_ = make_optimizer_swapper(config_, layout_->shard_numel(), *optimizer_, group_->rank());
-    build_master_shard(device);
+    build_master_shard(optimizer_device);
   }
 
   zero::GradientReducer::TakenFn on_taken;
@@ -144,9 +156,13 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
               ")");
   if (zero.zero_quantized_gradients && layout_->partitions() == 1)
     log::warn("zero_quantized_gradients acts on a partitioned reduce-scatter (ZeRO stages 1-3, several ranks)");
-  if (swapper_ && swapper_->swaps_gradients())
+  if (gradients_on_nvme())
     reducer_->set_shard_sink([this](const at::Tensor& values, int64_t shard_offset, bool overwrite) {
       on_gradient_reduced(values, shard_offset, overwrite);
+    });
+  if (host_offload_)
+    reducer_->set_shard_sink([this](const at::Tensor& values, int64_t shard_offset, bool overwrite) {
+      host_offload_->take_gradients(values, shard_offset, overwrite);
     });
   if (stage == 3) {
     // In fp32 (offload_param's only dtype) the optimizer's master file holds exactly the
@@ -176,8 +192,9 @@ EngineCore::~EngineCore() = default;
 
 void EngineCore::check_offload_devices(at::Device device) const {
   const ZeroConfig& zero = config_.zero_optimization();
-  if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.stage >= 1 && !device.is_cpu())
-    throw Error("offload_optimizer to NVMe runs on CPU models only (this model is on " + device.str() + ")")
+  if (zero.offload_optimizer.device != OffloadDevice::None && zero.stage == 0 && !device.is_cpu())
+    throw Error("offload_optimizer moves the optimizer's shard off " + device.str() +
+                ", which needs ZeRO stage 1, 2 or 3 (as DeepSpeed's ZeRO-Offload); this is stage 0")
         .with_key("zero_optimization.offload_optimizer.device");
   using Offload = std::pair<const char*, OffloadDevice>;
   for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
@@ -186,6 +203,10 @@ void EngineCore::check_offload_devices(at::Device device) const {
       if (device.is_cpu())
         log::info("zero_optimization.", key, ".device \"cpu\": the model runs on the CPU, so its state already "
                   "lives in host memory; nothing to move");
+      else if (std::string(key) == "offload_optimizer")
+        log::info("zero_optimization.offload_optimizer.device \"cpu\": the fp32 master, optimizer state and "
+                  "gradient shard of the model on ", device.str(), " live in ",
+                  zero.offload_optimizer.pin_memory ? "pinned" : "pageable", " host memory (docs/offload.md)");
       else
         log::warn("zero_optimization.", key, ".device \"cpu\" is accepted but not acted on for a model on ",
                   device.str(), " (docs/offload.md)");
@@ -194,6 +215,7 @@ void EngineCore::check_offload_devices(at::Device device) const {
 
 EngineCore::MasterStorage EngineCore::choose_master_storage() const {
   if (swapper_) return MasterStorage::Swapped;
+  if (host_offload_) return MasterStorage::Copy;  // on the host, apart from the model on its GPU
   // The master of a model in fp16/bf16 is its fp32 shadow.
   if (params_.front().scalar_type() != at::kFloat) return MasterStorage::Copy;
   if (zero_stage() == 3)
@@ -232,7 +254,8 @@ void EngineCore::build_master_shard(at::Device device) {
       return;
     }
     case MasterStorage::Copy:
-      master_ = at::empty({layout_->shard_numel()}, fp32);
+      master_ = host_offload_ ? host_offload_->host_empty(layout_->shard_numel(), at::kFloat)
+                              : at::empty({layout_->shard_numel()}, fp32);
       for (size_t i = 0; i < params_.size(); ++i)
         layout_->copy_rank_chunk(i, params_[i].detach(), layout_->chunk_view(i, master_));
       return;
@@ -346,7 +369,7 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   torch::autograd::backward(outputs, gradients);
   if (reducer_->reducing()) {
     reducer_->finish_backward();  // the buckets left open go out; every reduction is waited for
-    if (reducer_->has_shard_sink()) swapped_grad_sum_of_squares_ = swapper_->finish_gradients();
+    if (gradients_on_nvme()) swapped_grad_sum_of_squares_ = swapper_->finish_gradients();
   }
   if (coordinator_) coordinator_->release_all();
 }
@@ -354,7 +377,17 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
 void EngineCore::on_gradient_taken(size_t param_index) { coordinator_->gradient_taken(param_index); }
 
 void EngineCore::on_gradient_reduced(const at::Tensor& values, int64_t shard_offset, bool overwrite) {
-  swapper_->write_gradients(values.data_ptr<float>(), shard_offset, values.numel(), overwrite);
+  // A model on a GPU: the bucket's result comes to the host first (the swapper writes host pages).
+  const at::Tensor host = values.is_cpu() ? values : values.to(at::kCPU);
+  swapper_->write_gradients(host.data_ptr<float>(), shard_offset, host.numel(), overwrite);
+}
+
+bool EngineCore::gradients_on_nvme() const { return swapper_ && swapper_->swaps_gradients(); }
+
+const at::Tensor& EngineCore::host_gradients() {
+  const at::Tensor& grads = host_offload_->gradients();
+  if (!reducer_->has_gradients()) grads.zero_();  // no backward reduced since the last step
+  return grads;
 }
 
 at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
@@ -364,7 +397,8 @@ at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
         .with_key("zero_optimization.stage");
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].is_same(param)) continue;
-    if (!reducer_->has_shard_sink()) return layout_->chunk_view(i, reducer_->grad_shard());
+    if (host_offload_) return layout_->chunk_view(i, host_gradients());
+    if (!gradients_on_nvme()) return layout_->chunk_view(i, reducer_->grad_shard());
     const zero::ParamSlot& slot = layout_->slot(i);
     at::Tensor chunk = at::zeros({slot.chunk}, at::kFloat);
     if (reducer_->has_gradients()) swapper_->read_gradients(slot.shard_offset, chunk.data_ptr<float>(), slot.chunk);
@@ -427,7 +461,9 @@ void EngineCore::step() {
   // NVMe (undefined here): then step_offloaded unscales and clips each sub-group as it swaps it
   // in, by the same operations in the same order.
   // Left local under partitions (the 1-bit family), they are this rank's whole gradients.
-  const at::Tensor grads = reducer_->has_shard_sink()                              ? at::Tensor()
+  // With ZeRO-Offload it is the host's, its copies from the GPU waited for.
+  const at::Tensor grads = gradients_on_nvme()                                     ? at::Tensor()
+                           : host_offload_                                         ? host_gradients()
                            : reducer_->local_only() && layout_->partitions() > 1 ? reducer_->local_gradients()
                                                                                  : reducer_->grad_shard();
   const double loss_scale = config_.fp16().enabled ? scaler_.scale() : 1.0;
@@ -445,6 +481,8 @@ void EngineCore::step() {
   ++optimizer_steps_;
   if (swapper_) {
     step_offloaded(grads, loss_scale, clip);  // per sub-group: swap in, update, swap out, refresh
+  } else if (host_offload_) {
+    step_on_host(grads);  // per piece: update on the CPU, copy to the GPU while the next steps
   } else {
     if (master_storage_ == MasterStorage::ModelSlices)
       step_model_slices(grads);
@@ -475,6 +513,32 @@ void EngineCore::step_model_slices(const at::Tensor& grads) {
   const at::Tensor master = master_range(0, layout_->shard_numel());
   optimizer_->step(master, grads, lr_, optimizer_steps_);
   for (size_t i = 0; i < params_.size(); ++i) master_chunk(i).copy_(layout_->chunk_view(i, master));
+}
+
+void EngineCore::step_on_host(const at::Tensor& grads) {
+  ScopedTimer timer(breakdown_timers(), "step_on_host");
+  const OptimizerType type = config_.optimizer().type;
+  if (type == OptimizerType::Adam || type == OptimizerType::AdamW || type == OptimizerType::SGD) {
+    // The fused CPU kernel touches element i alone, so piece by piece gives the whole shard's
+    // result; each piece's weights go to the GPU (non-blocking, on HostOffload's side stream) while
+    // the CPU steps the next.
+    const auto state = optimizer_->state();
+    std::vector<float*> at_piece(state.size());
+    const int64_t numel = layout_->shard_numel();
+    const int64_t piece = std::max(kMinHostStepPiece, (numel + kHostStepPieces - 1) / kHostStepPieces);
+    for (int64_t begin = 0; begin < numel; begin += piece) {
+      const int64_t count = std::min(piece, numel - begin);
+      for (size_t k = 0; k < state.size(); ++k) at_piece[k] = state[k].second.data_ptr<float>() + begin;
+      optimizer_->step_range(master_.data_ptr<float>() + begin, grads.data_ptr<float>() + begin, at_piece.data(),
+                             count, lr_, optimizer_steps_);
+      refresh_model_range(master_.narrow(0, begin, count), begin);
+    }
+  } else {
+    // An optimizer that takes the shard as one tensor (Lamb's per-parameter norms, the 1-bit family).
+    optimizer_->step(master_, grads, lr_, optimizer_steps_);
+    refresh_model_range(master_, 0);
+  }
+  finish_refresh();
 }
 
 void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double clip) {
@@ -550,10 +614,18 @@ void EngineCore::refresh_model_range(const at::Tensor& values, int64_t shard_off
   for (int64_t at = 0; at < values.numel(); at += width) {
     const int64_t begin = shard_offset + at;
     const int64_t end = begin + std::min(width, values.numel() - at);
-    const at::Tensor mine = values.narrow(0, at, end - begin).to(dtype);
+    // With ZeRO-Offload the range goes to the GPU from a (pinned) staging copy in the model's dtype.
+    at::Tensor mine;
+    if (host_offload_) {
+      mine = host_offload_->host_empty(end - begin, dtype);
+      mine.copy_(values.narrow(0, at, end - begin));
+    } else {
+      mine = values.narrow(0, at, end - begin).to(dtype);
+    }
     at::Tensor by_rank = mine.view({1, end - begin});
     if (partitions > 1) {
-      at::Tensor all = at::empty({partitions * (end - begin)}, mine.options());
+      at::Tensor all = host_offload_ ? host_offload_->host_empty(partitions * (end - begin), dtype)
+                                     : at::empty({partitions * (end - begin)}, mine.options());
       group_->all_gather_into(all, mine);
       by_rank = all.view({partitions, end - begin});
     }
@@ -567,13 +639,18 @@ void EngineCore::refresh_model_range(const at::Tensor& values, int64_t shard_off
         // last one ends in padding.
         const int64_t first = p * slot.chunk + (lo - slot.shard_offset);
         const int64_t count = std::min(hi - lo, slot.numel - first);
-        if (count > 0) flat.narrow(0, first, count).copy_(by_rank[p].narrow(0, lo - begin, count));
+        if (count <= 0) continue;
+        if (host_offload_)
+          host_offload_->copy_to_device(flat.narrow(0, first, count), by_rank[p].narrow(0, lo - begin, count));
+        else
+          flat.narrow(0, first, count).copy_(by_rank[p].narrow(0, lo - begin, count));
       }
     }
   }
 }
 
 void EngineCore::finish_refresh() {
+  if (host_offload_) host_offload_->finish_copies_to_device();  // before the next forward reads them
   if (coordinator_) coordinator_->regather_persistent();
 }
 
@@ -597,6 +674,7 @@ ModelStateBytes EngineCore::model_state_bytes() const {
   for (const at::Tensor& param : params_)
     if (param.grad().defined()) bytes.gradients += param.grad().nbytes();
   if (swapper_) bytes.gradients += swapper_->gradient_buffer_bytes();
+  if (host_offload_) bytes.gradients += host_offload_->bytes();
   for (auto& [name, state] : optimizer_->state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->local_state()) bytes.optimizer += state.nbytes();
   for (auto& [name, state] : optimizer_->replicated_state()) bytes.optimizer += state.nbytes();

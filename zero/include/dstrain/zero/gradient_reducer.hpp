@@ -56,7 +56,9 @@ class GradientReducer {
   // rank's reduced values of shard elements [shard_offset, shard_offset + values.numel())
   // (contiguous fp32, valid during the call): they replace the range's values when `overwrite` (the
   // first reduction after zero_grad_shard()), else add to them. Ranges of one backward never overlap
-  // and arrive in descending shard order; together they cover the whole shard.
+  // and arrive in descending shard order; together they cover the whole shard. A sink that copies
+  // them asynchronously on a GPU must keep their memory from reuse (CUDA's recordStream): the
+  // reducer hands such a bucket back to the allocator instead of reusing it.
   using ShardSink = std::function<void(const at::Tensor& values, int64_t shard_offset, bool overwrite)>;
 
   GradientReducer(std::vector<at::Tensor> params, const ShardLayout& layout, comm::Backend& group,

@@ -27,7 +27,11 @@
 //             With offload_optimizer on NVMe the master, optimizer state and gradient shard live
 //             in swap files and step_offloaded runs the update sub-group by sub-group: swap in,
 //             unscale and clip, fused kernel, swap out, refresh that range. With offload_param on
-//             NVMe stage 3's parameter chunks live in a swap file (ParamSwapper).
+//             NVMe stage 3's parameter chunks live in a swap file (ParamSwapper). A model on a GPU
+//             with offload_optimizer "cpu" (ZeRO-Offload, HostOffload) keeps master, optimizer
+//             state and gradient shard on the host: each reduced bucket is copied there on a side
+//             stream during backward, and step_on_host steps piece by piece with the CPU kernel
+//             while the previous piece's weights copy back.
 // Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
 #pragma once
 
@@ -54,6 +58,8 @@
 #include "dstrain/zero/shard_layout.hpp"
 
 namespace ds {
+
+class HostOffload;
 
 // Per-rank bytes of model state, as the ZeRO paper counts it.
 struct ModelStateBytes {
@@ -139,7 +145,8 @@ class EngineCore {
   // The registry that wall_clock_breakdown fills; null when it is off.
   TimerRegistry* breakdown_timers() { return config_.training().wall_clock_breakdown ? &timers_ : nullptr; }
   void broadcast_parameters();
-  // The checks of offload against the model's device (NVMe needs a CPU model; "cpu" is logged).
+  // The checks of offload against the model's device (offload_param on NVMe needs a CPU model,
+  // offload_optimizer on a GPU needs stage 1-3; "cpu" is logged).
   void check_offload_devices(at::Device device) const;
   // Where this rank's fp32 master shard lives.
   enum class MasterStorage {
@@ -161,6 +168,15 @@ class EngineCore {
   at::Tensor master_range(int64_t begin, int64_t count);
   // The optimizer update of a ModelSlices master, where the slices lie.
   void step_model_slices(const at::Tensor& grads);
+  // ZeRO-Offload's update (a model on a GPU, offload_optimizer.device "cpu"): the fused CPU kernel
+  // on the host master a piece at a time, each piece's new weights copied to the GPU while the next
+  // one steps; grads: the host gradient shard, unscaled and clipped.
+  void step_on_host(const at::Tensor& grads);
+  // Whether the reduced gradient shard lives in the optimizer swapper's file (NVMe).
+  bool gradients_on_nvme() const;
+  // ZeRO-Offload's host gradient shard once its copies from the GPU are done (zeros when no
+  // backward reduced since the last step).
+  const at::Tensor& host_gradients();
   // Hooks the GradientReducer runs inside backward's autograd pass. on_gradient_taken: parameter
   // i's gradient was packed into its bucket, so stage 3 may release the whole parameter.
   void on_gradient_taken(size_t param_index);
@@ -202,6 +218,7 @@ class EngineCore {
   at::Tensor master_;      // fp32, this rank's shard (Model, Copy)
   at::Tensor model_flat_;  // fp32, every parameter padded to partitions x chunk (ModelSlices)
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
+  std::unique_ptr<HostOffload> host_offload_;        // offload_optimizer.device "cpu", model on a GPU
   std::unique_ptr<zero::ParameterCoordinator> coordinator_;
   std::unique_ptr<zero::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;
