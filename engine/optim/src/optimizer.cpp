@@ -6,7 +6,29 @@
 
 #include "dstrain/runtime/error.hpp"
 
+#ifdef DSTRAIN_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "dstrain/engine/kernels/fused_adam_cuda.hpp"
+#endif
+
 namespace ds {
+
+#ifdef DSTRAIN_WITH_CUDA
+namespace {
+
+// What fused::cuda::adam takes: contiguous fp32 tensors of `numel` elements on one CUDA device.
+bool fits_fused_cuda(std::initializer_list<const at::Tensor*> tensors, int64_t numel, at::Device device) {
+  for (const at::Tensor* t : tensors)
+    if (!t->defined() || !t->is_contiguous() || t->scalar_type() != at::kFloat || t->device() != device ||
+        t->numel() != numel)
+      return false;
+  return device.is_cuda();
+}
+
+}  // namespace
+#endif
 
 void check_flat_shards(std::initializer_list<const at::Tensor*> tensors, int64_t numel) {
   for (const at::Tensor* t : tensors)
@@ -20,6 +42,15 @@ void check_flat_shards(std::initializer_list<const at::Tensor*> tensors, int64_t
 void ShardOptimizer::step_range(float*, const float*, float* const*, int64_t, double, int64_t) const {
   throw Error("this optimizer cannot step a swapped-in sub-group (offload_optimizer needs Adam, AdamW or SGD)")
       .with_key("zero_optimization.offload_optimizer.device");
+}
+
+void ShardOptimizer::step_ranges(const std::vector<ShardRange>& ranges, double lr, int64_t step) {
+  const auto named = state();
+  std::vector<float*> at_offset(named.size());
+  for (const ShardRange& range : ranges) {
+    for (size_t k = 0; k < named.size(); ++k) at_offset[k] = named[k].second.data_ptr<float>() + range.shard_offset;
+    step_range(range.params, range.grads, at_offset.data(), range.n, lr, step);
+  }
 }
 
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& config, int64_t shard_numel,
@@ -51,6 +82,12 @@ void AdamShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads,
     step_range(params.data_ptr<float>(), grads.data_ptr<float>(), state, params.numel(), lr, step);
     return;
   }
+#ifdef DSTRAIN_WITH_CUDA
+  if (fits_fused_cuda({&params, &grads, &exp_avg_, &exp_avg_sq_}, exp_avg_.numel(), params.device())) {
+    step_ranges({ShardRange{params.data_ptr<float>(), grads.data_ptr<float>(), 0, params.numel()}}, lr, step);
+    return;
+  }
+#endif
   const fused::AdamStep s = step_scalars(lr, step);
   // A device shard (CUDA): the same update as tensor ops.
   at::Tensor grad = grads;
@@ -63,6 +100,33 @@ void AdamShardOptimizer::step(const at::Tensor& params, const at::Tensor& grads,
 void AdamShardOptimizer::step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
                                     int64_t step) const {
   fused::adam(params, grads, state[0], state[1], n, step_scalars(lr, step));
+}
+
+bool AdamShardOptimizer::steps_ranges() const {
+#ifdef DSTRAIN_WITH_CUDA
+  if (fits_fused_cuda({&exp_avg_, &exp_avg_sq_}, exp_avg_.numel(), exp_avg_.device())) return true;
+#endif
+  return exp_avg_.defined() && exp_avg_.is_cpu();
+}
+
+void AdamShardOptimizer::step_ranges(const std::vector<ShardRange>& ranges, double lr, int64_t step) {
+#ifdef DSTRAIN_WITH_CUDA
+  if (exp_avg_.is_cuda()) {
+    // The ranges lie on the state's device; the launch goes on its current stream, after the
+    // gradients' producers and before their readers, as a tensor op would.
+    const c10::cuda::CUDAGuard device(exp_avg_.device());
+    float* const m = exp_avg_.data_ptr<float>();
+    float* const v = exp_avg_sq_.data_ptr<float>();
+    std::vector<fused::cuda::AdamRange> on_device;
+    on_device.reserve(ranges.size());
+    for (const ShardRange& r : ranges)
+      on_device.push_back({r.params, r.grads, m + r.shard_offset, v + r.shard_offset, r.n});
+    fused::cuda::adam(on_device.data(), static_cast<int64_t>(on_device.size()), step_scalars(lr, step),
+                      c10::cuda::getCurrentCUDAStream().stream());
+    return;
+  }
+#endif
+  ShardOptimizer::step_ranges(ranges, lr, step);
 }
 
 void AdamShardOptimizer::apply(const at::Tensor& params, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
@@ -131,6 +195,8 @@ void SgdShardOptimizer::step_range(float* params, const float* grads, float* con
   s.first = step == 1;
   fused::sgd(params, grads, state[0], n, s);
 }
+
+bool SgdShardOptimizer::steps_ranges() const { return momentum_buffer_.defined() && momentum_buffer_.is_cpu(); }
 
 std::vector<std::pair<std::string, at::Tensor>> SgdShardOptimizer::state() {
   return {{"momentum_buffer", momentum_buffer_}};

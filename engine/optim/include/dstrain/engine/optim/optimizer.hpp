@@ -19,6 +19,15 @@
 
 namespace ds {
 
+// `n` elements of the shard that begin `shard_offset` elements into it: the parameters and gradients
+// wherever they lie (a model's slice of master weights, say), the state at that offset of state().
+struct ShardRange {
+  float* params;
+  const float* grads;
+  int64_t shard_offset;
+  int64_t n;
+};
+
 class ShardOptimizer {
  public:
   virtual ~ShardOptimizer() = default;
@@ -29,6 +38,13 @@ class ShardOptimizer {
   // so any split of a shard into ranges gives the whole-shard result bit for bit.
   virtual void step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
                           int64_t step) const;
+  // Whether step_ranges can step this optimizer's state where it lies: on the CPU for the fused
+  // kernels of every optimizer with a step_range, on CUDA for Adam and AdamW in a CUDA build.
+  virtual bool steps_ranges() const { return false; }
+  // One update of several ranges of the shard, the state held by this optimizer: on the CPU
+  // step_range for each, on CUDA one launch of the fused CUDA Adam for them all. Equal bit for bit
+  // to stepping the joined shard, as step_range.
+  virtual void step_ranges(const std::vector<ShardRange>& ranges, double lr, int64_t step);
   // Named state tensors, each shaped like the shard (empty when the state is offloaded).
   virtual std::vector<std::pair<std::string, at::Tensor>> state() = 0;
   // Named state that is this rank's own and not shard-shaped (OneBitAdam's compression errors): each
@@ -55,13 +71,16 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerConfig& conf
 
 // Adam as torch.optim.Adam/AdamW: decoupled weight decay when `decoupled` (AdamW, and DeepSpeed's
 // "Adam" with adam_w_mode), L2 added to the gradient otherwise. One fused pass (fused::adam) on a
-// CPU shard, tensor ops on a device shard.
+// CPU shard; on a CUDA shard one launch of fused::cuda::adam in a CUDA build (contiguous fp32), tensor
+// ops otherwise.
 class AdamShardOptimizer : public ShardOptimizer {
  public:
   AdamShardOptimizer(const OptimizerConfig& config, int64_t shard_numel, at::Device device, bool decoupled);
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
   void step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
                   int64_t step) const override;
+  bool steps_ranges() const override;
+  void step_ranges(const std::vector<ShardRange>& ranges, double lr, int64_t step) override;
   std::vector<std::pair<std::string, at::Tensor>> state() override;
   // Adam's update with the given first and second moments, shared with OneBitAdam.
   void apply(const at::Tensor& params, const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr,
@@ -85,6 +104,7 @@ class SgdShardOptimizer : public ShardOptimizer {
   void step(const at::Tensor& params, const at::Tensor& grads, double lr, int64_t step) override;
   void step_range(float* params, const float* grads, float* const* state, int64_t n, double lr,
                   int64_t step) const override;
+  bool steps_ranges() const override;
   std::vector<std::pair<std::string, at::Tensor>> state() override;
 
  private:
