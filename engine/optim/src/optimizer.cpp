@@ -46,6 +46,10 @@ void ShardOptimizer::step_range(float*, const float*, float* const*, int64_t, do
 
 void ShardOptimizer::step_ranges(const std::vector<ShardRange>& ranges, double lr, int64_t step) {
   const auto named = state();
+  for (const auto& [name, tensor] : named)
+    if (!tensor.is_cpu())
+      throw Error("step_ranges: the state '" + name + "' is on " + tensor.device().str() +
+                  ", and only Adam and AdamW in a CUDA build step ranges of a device shard");
   std::vector<float*> at_offset(named.size());
   for (const ShardRange& range : ranges) {
     for (size_t k = 0; k < named.size(); ++k) at_offset[k] = named[k].second.data_ptr<float>() + range.shard_offset;
