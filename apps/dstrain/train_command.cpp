@@ -30,6 +30,7 @@
 #include "evaluation.hpp"
 #include "model_choice.hpp"
 #include "pipeline_train.hpp"
+#include "gpu_memory_limit.hpp"
 #include "placement.hpp"
 #include "preemption.hpp"
 #include "trainer_block.hpp"
@@ -143,6 +144,7 @@ int run_training(const TrainOptions& options) {
   const TrainerBlock trainer = read_trainer_block(block);
   const int64_t steps = options.steps > 0 ? options.steps : trainer.steps;
   const Placement placement = placement_from(block);
+  apply_gpu_memory_limit(block, placement.device);
   auto world = comm::init_distributed(
       placement.backend, std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options.comm_timeout_seconds * 1000))));
   world->comms_logger().configure(
@@ -234,6 +236,7 @@ int run_training(const TrainOptions& options) {
     figures.bytes = engine->model_state_bytes();
     figures.swap = engine->take_swap_stats();
     figures.activation_bytes = activation_bytes;
+    figures.gpu_max_allocated = gpu_max_allocated(placement.device);
     if (config.fp16().enabled) figures.loss_scale = engine->loss_scale();
     if (config.training().wall_clock_breakdown) {
       figures.breakdown_ms = engine->timers().elapsed_all_ms();

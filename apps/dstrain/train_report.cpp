@@ -102,6 +102,7 @@ void TrainReport::step(const StepFigures& f) {
   }
   if (f.tflops) line["tflops"] = *f.tflops;
   if (f.mfu) line["mfu"] = *f.mfu;
+  if (f.gpu_max_allocated) line["gpu_max_allocated_mb"] = *f.gpu_max_allocated / 1e6;
   write_line(line, f.step);
   if (!monitors_.empty())
     monitors_.write_events(f.step * f.train_batch_size, monitor_events(f, samples_per_sec, peak_rss_mb));

@@ -42,6 +42,7 @@ struct StepFigures {
   std::optional<double> loss_scale;  // fp16's current loss scale
   std::optional<double> tflops;  // with flops_profiler: model TFLOP/s of all ranks (profiler/flops_profiler.hpp)
   std::optional<double> mfu;     // with flops_profiler: model FLOPs utilisation, a fraction
+  std::optional<int64_t> gpu_max_allocated;  // on a GPU: the CUDA allocator's peak bytes (rank 0's)
 };
 
 class TrainReport {

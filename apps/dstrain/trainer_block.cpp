@@ -12,7 +12,8 @@ namespace ds::app {
 namespace {
 
 const std::vector<std::string> kKeys = {"model",  "data",    "steps",   "eval_interval",
-                                        "eval_iters", "device", "backend", "memory_limit"};
+                                        "eval_iters", "device", "backend", "memory_limit",
+                                        "gpu_memory_limit"};
 const std::vector<std::string> kModelTypes = {"gpt", "llama"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {

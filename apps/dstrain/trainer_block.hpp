@@ -7,6 +7,7 @@
 //              only after the last); "eval_iters": validation batches per rank (default 20)
 //   "device", "backend": where it runs (placement.hpp)
 //   "memory_limit": the memory planner's budget (engine/memory_budget.hpp reads it)
+//   "gpu_memory_limit": a cap on the CUDA allocator (gpu_memory_limit.hpp applies it)
 //   HF's TrainingArguments names ("learning_rate", ...): what "auto" values become (ds::Config reads them)
 // Any other key is an error naming it and, when one is close, the key it probably meant.
 #pragma once

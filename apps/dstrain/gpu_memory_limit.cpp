@@ -1,0 +1,44 @@
+#include "gpu_memory_limit.hpp"
+
+#include <algorithm>
+
+#include "dstrain/engine/memory_budget.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+
+#ifdef DSTRAIN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace ds::app {
+
+void apply_gpu_memory_limit(const nlohmann::json& dstrain_block, c10::Device device) {
+  const auto it = dstrain_block.find("gpu_memory_limit");
+  if (it == dstrain_block.end() || it->is_null()) return;
+  const int64_t limit = parse_memory_size(*it, "dstrain.gpu_memory_limit");
+  if (!device.is_cuda()) {
+    log::info("dstrain.gpu_memory_limit ignored: the model runs on the CPU");
+    return;
+  }
+#ifdef DSTRAIN_WITH_CUDA
+  const auto total = static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+  const double fraction = std::min(1.0, static_cast<double>(limit) / static_cast<double>(total));
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
+  log::info("dstrain.gpu_memory_limit: ", limit, " bytes of ", total, " on ", device.str(), " (fraction ", fraction,
+            ")");
+#else
+  throw Error("this build has no CUDA allocator to cap (DSTRAIN_WITH_CUDA is off)").with_key("dstrain.gpu_memory_limit");
+#endif
+}
+
+std::optional<int64_t> gpu_max_allocated(c10::Device device) {
+  if (!device.is_cuda()) return std::nullopt;
+#ifdef DSTRAIN_WITH_CUDA
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak;  // [0]: aggregate
+#else
+  return std::nullopt;
+#endif
+}
+
+}  // namespace ds::app
