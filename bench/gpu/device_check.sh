@@ -9,7 +9,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
-CHECKS=${CHECKS:-build gpu suite adam offload vs_torch}
+CHECKS=${CHECKS:-build gpu suite adam offload pipeline_nvme vs_torch}
 BUDGET=${BUDGET:-540}
 mkdir -p "$OUT"
 start=$SECONDS
@@ -37,10 +37,11 @@ step build 120 "$ROOT/scripts/gpu.sh" build
 grep -E "error|FAILED" "$OUT/build.log" | head -40 >"$OUT/build-errors.txt" || true
 eval "$("$ROOT/scripts/gpu.sh" env)"
 export BUILD=$ROOT/build-gpu
-step gpu 30 ctest --test-dir "$BUILD" --output-on-failure -j 4 -R "gpu"
+step gpu 30 ctest --test-dir "$BUILD" --output-on-failure -j 4 -R "gpu" --timeout 120
 step suite 60 ctest --test-dir "$BUILD" --output-on-failure -j 12 -E "gpu" -LE "${SKIP_LABELS:-cluster|fuzz}" --timeout 240
 step adam 20 "$ROOT/bench/gpu/adam_vs_torch.sh"
 step offload 30 "$ROOT/bench/gpu/offload_vs_gpu.sh"
+step pipeline_nvme 30 "$ROOT/bench/gpu/pipeline_nvme.sh"
 export STAGES=${STAGES:-0 1 2 3} REPS=${REPS:-1} ROWS=${ROWS:-"12 12 768 512 8192 8"}
 step vs_torch 60 "$ROOT/bench/gpu/vs_torch.sh"
 echo "== done in $((SECONDS - start)) s"
