@@ -49,7 +49,7 @@ nlohmann::json config_json(int stage, Offload offload, bool bf16, const std::str
   nlohmann::json config = {
       {"train_micro_batch_size_per_gpu", 4},
       {"gradient_accumulation_steps", 2},
-      {"gradient_clipping", 0.5},
+      {"gradient_clipping", 0.1},
       {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 3e-3}, {"weight_decay", 0.01}}}}},
       {"zero_optimization", zero},
   };
@@ -126,17 +126,24 @@ void check_same(const Run& run, const Run& reference, double tolerance, const st
 
 }  // namespace
 
-TEST_CASE("ZeRO-Offload to the CPU and to NVMe equals the in-GPU engine in fp32 at stages 1-3", "[mpi][gpu]") {
-  const std::string dir = nvme_dir();
+// fp32: the same operations on the CPU and on the GPU; their rounding differs, nothing else.
+void check_fp32_at_every_stage(Offload offload, const std::string& nvme_path) {
   for (int stage = 1; stage <= 3; ++stage) {
     const Run reference = train(stage, Offload::None, false);
-    REQUIRE(reference.grad_norms.front() > 0.5);  // clipping acts
-    for (Offload offload : {Offload::Cpu, Offload::Nvme}) {
-      const Run run = train(stage, offload, false, dir);
-      // The same operations on the CPU and on the GPU: their rounding differs, nothing else.
-      check_same(run, reference, 1e-5, std::string("stage ") + std::to_string(stage) + " " + name(offload));
-    }
+    REQUIRE(reference.grad_norms.front() > 0.1);  // clipping acts
+    const Run run = train(stage, offload, false, nvme_path);
+    check_same(run, reference, 1e-5, std::string("stage ") + std::to_string(stage) + " " + name(offload));
   }
+}
+
+TEST_CASE("ZeRO-Offload to the CPU equals the in-GPU engine in fp32 at stages 1-3", "[mpi][gpu]") {
+  check_fp32_at_every_stage(Offload::Cpu, "");
+}
+
+TEST_CASE("the optimizer on NVMe for a model on the GPU equals the in-GPU engine in fp32 at stages 1-3",
+          "[mpi][gpu]") {
+  const std::string dir = nvme_dir();
+  check_fp32_at_every_stage(Offload::Nvme, dir);
   ds::comm::init_distributed("mpi")->barrier();
   if (ds::comm::get_rank() == 0) ds::remove_tree(dir);
 }
