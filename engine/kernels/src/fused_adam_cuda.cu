@@ -143,7 +143,7 @@ int64_t resident_blocks() {
   return static_cast<int64_t>(sms) * std::max(per_sm, 1);
 }
 
-Range range_of(const AdamRange& r) {
+Range kernel_range(const AdamRange& r) {
   const auto misalignment = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16; };
   const uintptr_t a = misalignment(r.params);
   Range out{r.params, r.grads, r.exp_avg, r.exp_avg_sq, r.n, 0, 0, 0};
@@ -154,7 +154,7 @@ Range range_of(const AdamRange& r) {
   return out;
 }
 
-void launch(Table& table, cudaStream_t stream) {
+void launch(const Table& table, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(std::min(table.chunks, resident_blocks()));
   adam_kernel<<<blocks, kThreads, 0, stream>>>(table);
   check(cudaGetLastError(), "kernel launch");
@@ -170,7 +170,7 @@ void adam(const AdamRange* ranges, int64_t count, const AdamStep& step, void* st
   table.chunks = 0;
   for (int64_t i = 0; i < count; ++i) {
     if (ranges[i].n == 0) continue;
-    Range r = range_of(ranges[i]);
+    Range r = kernel_range(ranges[i]);
     r.first_chunk = table.chunks;
     table.ranges[table.count++] = r;
     table.chunks += std::max<int64_t>(1, (r.n - r.head + kChunk - 1) / kChunk);
