@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device session's checks as one command (device time is short and a fresh machine is bare):
-# build, the GPU tests, the rest of the suite, then the GPU benches, in that order, each started
+# build, the GPU tests, the GPU benches, the rest of the suite, then the throughput table, in that order, each started
 # only while BUDGET seconds (counted from the start) leave it room. Logs and tables go to $OUT
-# (the device tool's return folder; ./gpu-out elsewhere).
+# (the device tool's return folder, which takes 8 files: one log per check; ./gpu-out elsewhere).
 #   bench/gpu/device_check.sh                      every check
 #   CHECKS="build gpu suite" BUDGET=420 bench/gpu/device_check.sh
 # Needs .gpu/debs (scripts/gpu.sh fetch, run here on Debian 12) carried along (docs/gpu.md).
@@ -31,17 +31,17 @@ step() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   nproc
-} 2>&1 | tee "$OUT/machine.txt"
+} 2>&1
 
 step build 120 "$ROOT/scripts/gpu.sh" build
-grep -E "error|FAILED" "$OUT/build.log" | head -40 >"$OUT/build-errors.txt" || true
+grep -E "error|FAILED" "$OUT/build.log" | head -40
 eval "$("$ROOT/scripts/gpu.sh" env)"
 export BUILD=$ROOT/build-gpu
 step gpu 30 ctest --test-dir "$BUILD" --output-on-failure -j 4 -R "gpu" --timeout 120
-step suite 60 ctest --test-dir "$BUILD" --output-on-failure -j 12 -E "gpu" -LE "${SKIP_LABELS:-cluster|fuzz}" --timeout 240
 step adam 20 "$ROOT/bench/gpu/adam_vs_torch.sh"
 step offload 30 "$ROOT/bench/gpu/offload_vs_gpu.sh"
 step pipeline_nvme 30 "$ROOT/bench/gpu/pipeline_nvme.sh"
+step suite 60 ctest --test-dir "$BUILD" --output-on-failure -j 16 -E "gpu" -LE "${SKIP_LABELS:-cluster|fuzz}" --timeout 240
 export STAGES=${STAGES:-0 1 2 3} REPS=${REPS:-1} ROWS=${ROWS:-"12 12 768 512 8192 8"}
 step vs_torch 60 "$ROOT/bench/gpu/vs_torch.sh"
 echo "== done in $((SECONDS - start)) s"
