@@ -196,6 +196,15 @@ void EngineCore::check_offload_devices(at::Device device) const {
     throw Error("offload_optimizer moves the optimizer's shard off " + device.str() +
                 ", which needs ZeRO stage 1, 2 or 3 (as DeepSpeed's ZeRO-Offload); this is stage 0")
         .with_key("zero_optimization.offload_optimizer.device");
+  const OptimizerType type = config_.optimizer().type;
+  const bool onebit =
+      type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam;
+  // The 1-bit family exchanges its momentum from this rank's own gradients on the model's device,
+  // which ZeRO-Offload's host gradient shard never holds.
+  if (zero.offload_optimizer.device == OffloadDevice::Cpu && onebit && !device.is_cpu())
+    throw Error("offload_optimizer.device \"cpu\" for a model on " + device.str() +
+                " steps Adam, AdamW, SGD or Lamb; the 1-bit optimizers keep their state on the model's device")
+        .with_key("zero_optimization.offload_optimizer.device");
   using Offload = std::pair<const char*, OffloadDevice>;
   for (const auto& [key, offload] : {Offload{"offload_optimizer", zero.offload_optimizer.device},
                                      Offload{"offload_param", zero.offload_param.device}})
