@@ -7,8 +7,9 @@
 #include "dstrain/runtime/log.hpp"
 
 #ifdef DSTRAIN_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace ds::app {
@@ -22,7 +23,13 @@ void apply_gpu_memory_limit(const nlohmann::json& dstrain_block, c10::Device dev
     return;
   }
 #ifdef DSTRAIN_WITH_CUDA
-  const auto total = static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+  size_t free_bytes = 0, total_bytes = 0;
+  {
+    c10::cuda::CUDAGuard on_device(device.index());
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+      throw Error("cannot read the memory of " + device.str()).with_key("dstrain.gpu_memory_limit");
+  }
+  const auto total = static_cast<int64_t>(total_bytes);
   const double fraction = std::min(1.0, static_cast<double>(limit) / static_cast<double>(total));
   c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
   log::info("dstrain.gpu_memory_limit: ", limit, " bytes of ", total, " on ", device.str(), " (fraction ", fraction,
