@@ -55,7 +55,9 @@ void HostOffload::take_gradients(const at::Tensor& values, int64_t shard_offset,
     streams_->side_after_compute();
     {
       c10::cuda::CUDAStreamGuard guard(streams_->side);
-      dst.copy_(values, /*non_blocking=*/true);
+      // Asynchronous into pinned memory only: LibTorch's asynchronous copy records the copy on the
+      // host block, which pageable memory is not.
+      dst.copy_(values, /*non_blocking=*/pinned_);
     }
     // The reducer frees (or, on one partition, hands the allocator back) the bucket once this
     // returns: the allocator then keeps it until the side stream's copy is done.
@@ -88,8 +90,8 @@ void HostOffload::copy_to_device(const at::Tensor& dst, const at::Tensor& src) {
     copies_to_device_started_ = true;
     c10::cuda::CUDAStreamGuard guard(streams_->side);
     // From pinned memory asynchronous; LibTorch records the copy on the pinned block, so the
-    // caller may free src at once.
-    dst.copy_(src, /*non_blocking=*/true);
+    // caller may free src at once. From pageable memory the copy is synchronous.
+    dst.copy_(src, /*non_blocking=*/pinned_);
     return;
   }
 #endif
