@@ -1,5 +1,7 @@
 #include "gpu_memory_limit.hpp"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 
 #include "dstrain/engine/memory_budget.hpp"
@@ -23,6 +25,8 @@ void apply_gpu_memory_limit(const nlohmann::json& dstrain_block, c10::Device dev
     return;
   }
 #ifdef DSTRAIN_WITH_CUDA
+  // LibTorch sets up its CUDA allocator at the first CUDA tensor; before that it has no device to cap.
+  at::empty({1}, at::device(device));
   size_t free_bytes = 0, total_bytes = 0;
   {
     c10::cuda::CUDAGuard on_device(device.index());

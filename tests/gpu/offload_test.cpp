@@ -58,6 +58,8 @@ nlohmann::json config_json(int stage, Offload offload, bool bf16, const std::str
 }
 
 int64_t gpu_allocated() {
+  // LibTorch sets up its CUDA allocator at the first CUDA tensor; its statistics need it.
+  torch::ones({1}, torch::kCUDA);
   torch::cuda::synchronize();
   return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current;  // [0]: aggregate
 }
