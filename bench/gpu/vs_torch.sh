@@ -6,6 +6,7 @@
 #   bench/gpu/vs_torch.sh                                         the default rows, stages 0-3
 #   STAGES="0 1 2 3" REPS=1 ROWS="12 12 768 512 8192 8" bench/gpu/vs_torch.sh   (device_check.sh)
 #   ROWS: one "n_layer n_head n_embd ctx vocab micro" per line. COMPILE=0 leaves torch.compile out.
+#   DTYPES: "fp32 bf16" (default) or either.
 #   DEVICE=cpu DSTRAIN=build/apps/dstrain/dstrain PEER_PYTHON=/usr/bin/python3 ...   the script itself
 #   on a CPU (tiny ROWS; no MFU there).
 # At one rank stages 1-3 partition over a single rank, so their rows measure the machinery each stage
@@ -87,7 +88,7 @@ printf "| model (layers x width, ctx, vocab, micro) | dtype | ZeRO | dstrain tok
 printf "|---|---|---|---|---|---|---|---|---|\n"
 script_start=$(now)
 while read -r layers heads embd ctx vocab micro; do
-  for dtype in fp32 bf16; do
+  for dtype in ${DTYPES:-fp32 bf16}; do
     declare -A ours=()
     eager=() compiled="not run"
     for ((r = 0; r < REPS; r++)); do
