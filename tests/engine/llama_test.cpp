@@ -24,6 +24,7 @@
 #include "dstrain/engine/models/rms_norm.hpp"
 #include "dstrain/engine/models/rotary.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 #include "python.hpp"
 
 using ds::models::Llama;
@@ -209,7 +210,7 @@ at::Tensor read_raw(const fs::path& path, at::IntArrayRef shape) {
 Gradients python_gradients(const Params& weights, const LlamaConfig& c, const at::Tensor& tokens,
                            const at::Tensor& targets) {
   const fs::path folder = fs::temp_directory_path() / ("dstrain_llama_hf_" + std::to_string(::getpid()));
-  fs::remove_all(folder);
+  ds::remove_tree(folder.string());
   fs::create_directories(folder);
   nlohmann::json manifest = {{"config",
                               {{"hidden_size", c.hidden_size},
@@ -236,7 +237,7 @@ Gradients python_gradients(const Params& weights, const LlamaConfig& c, const at
   Gradients out;
   out.logits = read_raw(folder / "logits.out", {tokens.size(0), tokens.size(1), c.vocab_size});
   for (const auto& [name, w] : weights) out.grads[name] = read_raw(folder / (name + ".out"), w.sizes());
-  fs::remove_all(folder);
+  ds::remove_tree(folder.string());
   return out;
 }
 

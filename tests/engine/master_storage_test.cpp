@@ -14,6 +14,7 @@
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 #include "training_loop.hpp"
 
 namespace {
@@ -156,5 +157,5 @@ TEST_CASE("a checkpoint of the master in the model's slices loads back into them
     REQUIRE(torch::equal(item.value(), before.at(item.key())));
   }
   REQUIRE(training_loop::train(*loaded, 1) == next);
-  if (ds::comm::get_rank() == 0) std::filesystem::remove_all(dir);
+  if (ds::comm::get_rank() == 0) ds::remove_tree(dir);
 }

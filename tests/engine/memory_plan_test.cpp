@@ -16,6 +16,7 @@
 #include "dstrain/zero/buffer_sizes.hpp"
 #include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
 
 namespace fs = std::filesystem;
 
@@ -26,10 +27,10 @@ struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& name)
       : path(fs::temp_directory_path() / ("dstrain_memory_plan_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
+    ds::remove_tree(path.string());
     fs::create_directories(path);
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~TempDir() { ds::remove_tree(path.string()); }
 };
 
 void write(const fs::path& file, const std::string& text) {

@@ -121,8 +121,13 @@ void check_same(const Run& run, const Run& reference, double tolerance, const st
     const at::Tensor& got = run.weights.at(key);
     const double error = (got - value).abs().max().item<double>();
     const double scale = value.abs().max().item<double>();
+    // The attention's key bias has no true gradient (softmax ignores a shift of all scores): Adam steps
+    // it by its rounding noise, which the host's and the GPU's summation orders change. It gets the
+    // 1e-5 absolute allowance tests/engine/pipeline_zero_test.cpp gives it (2.4e-7 to 3.8e-7 seen at
+    // 2 ranks on an H200, lr 3e-3; every other weight, loss and norm was within the relative bound).
+    const double allowance = key.find("attn.c_attn.bias") != std::string::npos ? 1e-5 : 0.0;
     INFO(what << " weight " << key << ": max difference " << error << " of max " << scale);
-    CHECK(error <= tolerance * scale);
+    CHECK(error <= tolerance * scale + allowance);
   }
 }
 
