@@ -34,6 +34,7 @@ gpt_numels() {
 for ((r = 0; r < ROUNDS; ++r)); do
   if ((r % 2 == 0)); then order="ours torch"; else order="torch ours"; fi
   for side in $order; do
+    echo "round $((r + 1)) of $ROUNDS: $side" >&2  # a run cut off by a time limit shows how far it got
     if [ "$side" = ours ]; then
       "$BENCH" "$work/cases" >>"$work/ours"
     else
