@@ -360,12 +360,20 @@ void EngineCore::backward(const at::Tensor& loss) {
 
 void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients) {
   ScopedTimer timer(breakdown_timers(), "backward");
-  // Stages 0-1 reduce at the accumulation boundary only (autograd accumulates param.grad() until
-  // then), stages 2-3 every micro-step.
-  reducer_->set_reducing(zero_stage() >= 2 || is_gradient_accumulation_boundary());
   // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
   // gradients as they are: the full allreduce is the traffic it exists to save.
-  reducer_->set_local_only(!optimizer_->needs_reduced_gradients(optimizer_steps_ + 1));
+  const bool local_only = !optimizer_->needs_reduced_gradients(optimizer_steps_ + 1);
+  // Stages 0-1 reduce at the accumulation boundary only (autograd accumulates param.grad() until
+  // then), stages 2-3 every micro-step; but the 1-bit family's reduced steps at stage 2 reduce at
+  // the boundary, as stage 1: reduced per micro-step, their sum of averages is an ulp from stage 0's
+  // average of sums, which the compressed steps turn into another trajectory (docs/optimizers.md,
+  // Tests), and the whole gradients it holds meanwhile are no more than its compressed steps hold.
+  const bool onebit = config_.optimizer().type == OptimizerType::OneBitAdam ||
+                      config_.optimizer().type == OptimizerType::OneBitLamb ||
+                      config_.optimizer().type == OptimizerType::ZeroOneAdam;
+  const bool each_micro_step = zero_stage() >= 3 || (zero_stage() == 2 && !(onebit && !local_only));
+  reducer_->set_reducing(each_micro_step || is_gradient_accumulation_boundary());
+  reducer_->set_local_only(local_only);
   if (coordinator_) coordinator_->begin_backward();
   // Autograd runs the hooks as backward reaches them:
   //   ParameterCoordinator::pre_backward    gradient reached a module's outputs: gather the
@@ -503,18 +511,18 @@ void EngineCore::step() {
 }
 
 void EngineCore::step_model_slices(const at::Tensor& grads) {
-  const OptimizerType type = config_.optimizer().type;
-  if (grads.is_cpu() && (type == OptimizerType::Adam || type == OptimizerType::AdamW || type == OptimizerType::SGD)) {
-    // The fused kernel where each slice lies: it touches element i alone, so stepping slice by
-    // slice gives the whole shard's result bit for bit.
-    const auto state = optimizer_->state();
-    std::vector<float*> at_slot(state.size());
+  if (optimizer_->steps_ranges()) {
+    // The fused kernel where each slice lies (on the CPU range by range, on a GPU one launch for
+    // all): it touches element i alone, so stepping slice by slice gives the whole shard's result
+    // bit for bit.
+    std::vector<ShardRange> ranges;
+    ranges.reserve(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) {
       const zero::ParamSlot& slot = layout_->slot(i);
-      for (size_t k = 0; k < state.size(); ++k) at_slot[k] = state[k].second.data_ptr<float>() + slot.shard_offset;
-      optimizer_->step_range(master_chunk(i).data_ptr<float>(), grads.data_ptr<float>() + slot.shard_offset,
-                             at_slot.data(), slot.chunk, lr_, optimizer_steps_);
+      ranges.push_back({master_chunk(i).data_ptr<float>(), grads.data_ptr<float>() + slot.shard_offset,
+                        slot.shard_offset, slot.chunk});
     }
+    optimizer_->step_ranges(ranges, lr_, optimizer_steps_);
     return;
   }
   // An optimizer that takes the shard as one tensor (Lamb's per-parameter norms, the 1-bit
