@@ -139,7 +139,19 @@ void GradientReducer::pack(size_t i, const at::Tensor& grad) {
   }
 }
 
-void GradientReducer::set_local_only(bool local_only) { local_only_ = local_only; }
+void GradientReducer::set_local_only(bool local_only) {
+  // Under partitions each mode has a buffer of its own: the reduced shard, the whole local
+  // gradients. Called before a step's first backward, when the last step has consumed the other
+  // mode's buffer, so a change (the 1-bit family's freeze) frees it.
+  if (local_only != local_only_ && layout_.partitions() > 1) {
+    if (local_only)
+      grad_shard_ = at::Tensor();
+    else
+      local_ = at::Tensor();
+    shard_stale_ = true;
+  }
+  local_only_ = local_only;
+}
 
 void GradientReducer::take_local(size_t i, const at::Tensor& grad) {
   if (!backward_started_) {

@@ -129,8 +129,9 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   // The 1-bit family (stages 0-2; docs/optimizers.md, "ZeRO-1 and ZeRO-2"): the compressed allreduce
   // runs on the whole model's flat vector padded to 8 x world at every stage, so the worker's error
   // is that whole vector and the server's one chunk of it. Under partitions the gradients it
-  // compresses after the freeze are this rank's whole local gradients, beside the warm-up's shard,
-  // and the averaged momentum is kept between steps as sign bits (P/8) and one scale per chunk.
+  // compresses after the freeze are this rank's whole local gradients, the warm-up's shard freed
+  // at the freeze, and the averaged momentum is kept between steps as sign bits (P/8) and one
+  // scale per chunk.
   // The backend keeps its scratch between steps (mpi_compressed_allreduce.cpp): the signs sent and
   // received (P/8 each) and the server chunk's (P/8N), and at stage 0 a padded copy of a buffer
   // that is not padded already (stages 1-2 compress the padded local gradients in place).
@@ -142,17 +143,19 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
     if (config.optimizer().type == OptimizerType::ZeroOneAdam) state.optimizer += 8;  // the lr sum (double)
     plan.compression_buffers = 2 * (padded / 8) + padded / world / 8;
     if (partitions > 1) {
-      state.gradients += 4 * padded;
+      state.gradients = 4 * padded;
       plan.compression_buffers += padded / 8 + 4 * world;
     } else if (padded != whole) {
       plan.compression_buffers += 4 * padded;
     }
   }
 
-  // Stages 0-1 accumulating over micro-steps hold every whole gradient until the boundary;
-  // otherwise a gradient lives whole only until the reducer packs it.
+  // Stages 0-1 accumulating over micro-steps hold every whole gradient until the boundary, and so
+  // does the 1-bit family's warm-up at stage 2; otherwise a gradient lives whole only until the
+  // reducer packs it.
+  const bool boundary_only = zero.stage <= 1 || (zero.stage == 2 && is_onebit(config.optimizer()));
   plan.backward_gradients =
-      db * (zero.stage <= 1 && config.batch_resolved() && config.gradient_accumulation_steps() > 1 ? whole : largest);
+      db * (boundary_only && config.batch_resolved() && config.gradient_accumulation_steps() > 1 ? whole : largest);
 
   // A bucket packed for a reduce-scatter or a swap file has a buffer of its own, up to four at once
   // with overlap_comm (zero::reduce_buffer_numel: the one packing, two in flight, one kept for

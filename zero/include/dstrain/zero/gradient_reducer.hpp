@@ -71,7 +71,8 @@ class GradientReducer {
   void set_reducing(bool reducing) { reducing_ = reducing; }
   bool reducing() const { return reducing_; }
   // Whether a reducing backward takes this rank's own gradients without averaging them across the
-  // group: into grad_shard() on one partition, into local_gradients() under partitions.
+  // group: into grad_shard() on one partition, into local_gradients() under partitions. Under
+  // partitions a change frees the other mode's buffer (call it between steps only).
   void set_local_only(bool local_only);
   bool local_only() const { return local_only_; }
   // Under partitions, after a local-only backward: this rank's own gradients of every parameter,
