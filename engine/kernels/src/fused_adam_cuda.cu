@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "adam_scalars.hpp"
 #include "dstrain/runtime/error.hpp"
 
 // Every operation is an explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn,
@@ -19,27 +20,6 @@ namespace {
 // unaligned head starts 16-byte aligned.
 constexpr int64_t kChunk = 1 << 14;
 constexpr int kThreads = 256;
-
-// fused_optimizer.cpp's scalars_of: each scalar rounded to fp32 as ATen rounds a tensor op's scalar.
-struct Scalars {
-  float decay, l2;
-  float beta1, one_minus_beta1, beta2, one_minus_beta2;
-  float sqrt_bias2, eps, neg_step;
-};
-
-Scalars scalars_of(const AdamStep& s) {
-  Scalars k{};
-  k.decay = s.decoupled && s.weight_decay != 0 ? static_cast<float>(1 - s.lr * s.weight_decay) : 1.0f;
-  k.l2 = !s.decoupled ? static_cast<float>(s.weight_decay) : 0.0f;
-  k.beta1 = static_cast<float>(s.beta1);
-  k.one_minus_beta1 = static_cast<float>(1 - s.beta1);
-  k.beta2 = static_cast<float>(s.beta2);
-  k.one_minus_beta2 = static_cast<float>(1 - s.beta2);
-  k.sqrt_bias2 = static_cast<float>(std::sqrt(s.bias_correction2));
-  k.eps = static_cast<float>(s.eps);
-  k.neg_step = static_cast<float>(-s.lr / s.bias_correction1);
-  return k;
-}
 
 // One range as the kernel sees it: `head` leading elements stepped one by one until the four
 // pointers are 16-byte aligned (0 when they never align together), then chunks of kChunk from
@@ -59,11 +39,11 @@ struct Table {
   Range ranges[kMaxRangesPerLaunch];
   int count;
   int64_t chunks;
-  Scalars k;
+  AdamScalars k;
 };
 static_assert(sizeof(Table) <= 32764, "a kernel's arguments hold at most 32764 bytes (CUDA 12.1+)");
 
-__device__ __forceinline__ void step(float& p, const float g, float& m, float& v, const Scalars& k) {
+__device__ __forceinline__ void step(float& p, const float g, float& m, float& v, const AdamScalars& k) {
   const float grad = __fmaf_rn(k.l2, p, g);
   const float param = __fmul_rn(p, k.decay);
   const float mi = __fmaf_rn(k.one_minus_beta1, grad, __fmul_rn(m, k.beta1));
@@ -74,7 +54,7 @@ __device__ __forceinline__ void step(float& p, const float g, float& m, float& v
   p = __fadd_rn(param, __fdiv_rn(__fmul_rn(k.neg_step, mi), denom));
 }
 
-__device__ __forceinline__ void step_scalar(const Range& r, int64_t i, const Scalars& k) {
+__device__ __forceinline__ void step_scalar(const Range& r, int64_t i, const AdamScalars& k) {
   float p = r.p[i], m = r.m[i], v = r.v[i];
   step(p, r.g[i], m, v, k);
   r.p[i] = p;
@@ -82,7 +62,7 @@ __device__ __forceinline__ void step_scalar(const Range& r, int64_t i, const Sca
   r.v[i] = v;
 }
 
-__device__ __forceinline__ void step_vector(const Range& r, int64_t i, const Scalars& k) {
+__device__ __forceinline__ void step_vector(const Range& r, int64_t i, const AdamScalars& k) {
   float4 p = *reinterpret_cast<const float4*>(r.p + i);
   const float4 g = *reinterpret_cast<const float4*>(r.g + i);
   float4 m = *reinterpret_cast<const float4*>(r.m + i);

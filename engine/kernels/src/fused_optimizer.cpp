@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "adam_scalars.hpp"
 #include "dstrain/engine/kernels/cpu_dispatch.hpp"
 
 // Each loop body is written once (inline) and compiled twice (cpu_dispatch.hpp). The bodies use
@@ -14,28 +15,6 @@ namespace {
 
 // Elements per task: large enough that a task streams far more than it costs to schedule.
 constexpr int64_t kGrain = 1 << 16;
-
-// ATen rounds each scalar of a tensor op on fp32 tensors to fp32 before using it; so do these.
-struct AdamScalars {
-  float decay;       // p *= decay (decoupled), 1 otherwise
-  float l2;          // g += l2 * p (coupled), 0 otherwise
-  float beta1, one_minus_beta1, beta2, one_minus_beta2;
-  float sqrt_bias2, eps, neg_step;
-};
-
-AdamScalars scalars_of(const AdamStep& s) {
-  AdamScalars k{};
-  k.decay = s.decoupled && s.weight_decay != 0 ? static_cast<float>(1 - s.lr * s.weight_decay) : 1.0f;
-  k.l2 = !s.decoupled ? static_cast<float>(s.weight_decay) : 0.0f;
-  k.beta1 = static_cast<float>(s.beta1);
-  k.one_minus_beta1 = static_cast<float>(1 - s.beta1);
-  k.beta2 = static_cast<float>(s.beta2);
-  k.one_minus_beta2 = static_cast<float>(1 - s.beta2);
-  k.sqrt_bias2 = static_cast<float>(std::sqrt(s.bias_correction2));
-  k.eps = static_cast<float>(s.eps);
-  k.neg_step = static_cast<float>(-s.lr / s.bias_correction1);
-  return k;
-}
 
 DS_BODY void adam_range_body(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                        float* __restrict__ v, int64_t n, const AdamScalars k) {
