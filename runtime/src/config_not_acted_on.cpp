@@ -82,7 +82,9 @@ const Row kNotActedOn[] = {
     {"zero_optimization.offload_optimizer.buffer_count", When::Changed, {{kOptimizerDevice, "nvme"}}},
     {"zero_optimization.offload_optimizer.pipeline_read", When::Changed, {{kOptimizerDevice, "nvme"}}},
     {"zero_optimization.offload_optimizer.pipeline_write", When::Changed, {{kOptimizerDevice, "nvme"}}},
-    {"zero_optimization.offload_optimizer.pin_memory", When::Changed},  // swap buffers are always locked
+    // Swap buffers are always locked; on a GPU it pins ZeRO-Offload's host buffers, and the engine,
+    // which knows the device, leaves it out of its warning there.
+    {"zero_optimization.offload_optimizer.pin_memory", When::Changed},
     {"zero_optimization.offload_optimizer.fast_init", When::Changed},
     {"zero_optimization.offload_optimizer.ratio", When::Changed},
     {"zero_optimization.offload_optimizer.super_offload", When::Changed},
