@@ -174,7 +174,9 @@ def loss(model, rows):
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1)).item()
 
 
-def main():
+def loss_command(load_model, default_block_size, block_size_name):
+    """The `loss` command of this reference and hf_llama_reference.py: the loss of the folder's model
+    (and, asked, its logits) on rows given as tokens or drawn from a text as the trainer draws them."""
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["loss"])
     parser.add_argument("folder")
@@ -184,11 +186,11 @@ def main():
     parser.add_argument("--step", type=int, default=0)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--logits", help="also write the logits [rows, T, vocab] here, raw little-endian float32")
-    parser.add_argument("--block-size", type=int, help="T of the rows (default: n_positions)")
+    parser.add_argument("--block-size", type=int, help=f"T of the rows (default: {block_size_name})")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_model(args.folder)
-    block_size = args.block_size or model.transformer.wpe.weight.shape[0]
+    block_size = args.block_size or default_block_size(model)
     if args.tokens:
         rows = np.fromfile(args.tokens, dtype="<i8").reshape(-1, block_size + 1)
     else:
@@ -197,6 +199,10 @@ def main():
         with torch.no_grad():
             model(torch.from_numpy(np.ascontiguousarray(rows[:, :-1]))).numpy().astype("<f4").tofile(args.logits)
     print(repr(loss(model, rows)))
+
+
+def main():
+    loss_command(load_model, lambda model: model.transformer.wpe.weight.shape[0], "n_positions")
 
 
 if __name__ == "__main__":

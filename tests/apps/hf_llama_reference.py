@@ -12,18 +12,16 @@ against these modules too.
 (--block-size T: rows of T + 1 tokens; default max_position_embeddings) prints the mean next-token
 cross entropy (full precision); --logits FILE also writes the logits, raw little-endian float32.
 """
-import argparse
 import json
 import math
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_gpt2_reference import loss, read_weights, text_batch  # noqa: E402
+from hf_gpt2_reference import loss_command, read_weights  # noqa: E402
 
 
 def rotate_half(x):
@@ -154,28 +152,7 @@ def load_model(folder):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["loss"])
-    parser.add_argument("folder")
-    parser.add_argument("--tokens")
-    parser.add_argument("--text")
-    parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--step", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--logits", help="also write the logits [rows, T, vocab] here, raw little-endian float32")
-    parser.add_argument("--block-size", type=int, help="T of the rows (default: max_position_embeddings)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    model = load_model(args.folder)
-    block_size = args.block_size or model.model.config["max_position_embeddings"]
-    if args.tokens:
-        rows = np.fromfile(args.tokens, dtype="<i8").reshape(-1, block_size + 1)
-    else:
-        rows = text_batch(args.text, block_size, args.seed, args.step, args.batch)
-    if args.logits:
-        with torch.no_grad():
-            model(torch.from_numpy(np.ascontiguousarray(rows[:, :-1]))).numpy().astype("<f4").tofile(args.logits)
-    print(repr(loss(model, rows)))
+    loss_command(load_model, lambda model: model.model.config["max_position_embeddings"], "max_position_embeddings")
 
 
 if __name__ == "__main__":
