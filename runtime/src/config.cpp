@@ -242,8 +242,7 @@ void Config::check_cross_section_rules() const {
   if (bf16_.bf16_optimizer_states && !bf16_.bf16_master_weights_and_grads)
     throw Error("needs bf16.bf16_master_weights_and_grads true, got false").with_key("bf16.bf16_optimizer_states");
   const OptimizerType type = optimizer_.type;
-  const bool onebit =
-      type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam;
+  const bool onebit = is_onebit(type);
   // The 1-bit family compresses every rank's whole momentum (or gradient): stages 1-2 shard the rest
   // of its state, stage 3 would have no whole gradient to compress (docs/optimizers.md).
   if (onebit && zero_.stage == 3)

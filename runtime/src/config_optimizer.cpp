@@ -40,6 +40,10 @@ std::string supported(const config_detail::EnumNames<E>& names) {
 }  // namespace
 
 const char* to_string(OptimizerType type) { return name_of(type, kOptimizerNames); }
+
+bool is_onebit(OptimizerType type) {
+  return type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam;
+}
 const char* to_string(SchedulerType type) { return name_of(type, kSchedulerNames); }
 
 namespace config_detail {
@@ -70,8 +74,7 @@ void visit_params(V& p, OptimizerConfig& c) {
     // DeepSpeed's AdamW ignores adam_w_mode: decoupled weight decay is what AdamW means.
     if (c.type == OptimizerType::AdamW) c.adam_w_mode = true;
   }
-  const bool onebit = c.type == OptimizerType::OneBitAdam || c.type == OptimizerType::OneBitLamb ||
-                      c.type == OptimizerType::ZeroOneAdam;
+  const bool onebit = is_onebit(c.type);
   if (c.type == OptimizerType::OneBitAdam || c.type == OptimizerType::OneBitLamb)
     p.field("freeze_step", c.freeze_step, at_least(0));
   if (onebit) {

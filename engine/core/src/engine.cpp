@@ -200,12 +200,9 @@ void EngineCore::check_offload_devices(at::Device device) const {
     throw Error("offload_optimizer moves the optimizer's shard off " + device.str() +
                 ", which needs ZeRO stage 1, 2 or 3 (as DeepSpeed's ZeRO-Offload); this is stage 0")
         .with_key("zero_optimization.offload_optimizer.device");
-  const OptimizerType type = config_.optimizer().type;
-  const bool onebit =
-      type == OptimizerType::OneBitAdam || type == OptimizerType::OneBitLamb || type == OptimizerType::ZeroOneAdam;
   // The 1-bit family exchanges its momentum from this rank's own gradients on the model's device,
   // which ZeRO-Offload's host gradient shard never holds.
-  if (zero.offload_optimizer.device == OffloadDevice::Cpu && onebit && !device.is_cpu())
+  if (zero.offload_optimizer.device == OffloadDevice::Cpu && is_onebit(config_.optimizer().type) && !device.is_cpu())
     throw Error("offload_optimizer.device \"cpu\" for a model on " + device.str() +
                 " steps Adam, AdamW, SGD or Lamb; the 1-bit optimizers keep their state on the model's device")
         .with_key("zero_optimization.offload_optimizer.device");
@@ -372,9 +369,7 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   // the boundary, as stage 1: reduced per micro-step, their sum of averages is an ulp from stage 0's
   // average of sums, which the compressed steps turn into another trajectory (docs/optimizers.md,
   // Tests), and the whole gradients it holds meanwhile are no more than its compressed steps hold.
-  const bool onebit = config_.optimizer().type == OptimizerType::OneBitAdam ||
-                      config_.optimizer().type == OptimizerType::OneBitLamb ||
-                      config_.optimizer().type == OptimizerType::ZeroOneAdam;
+  const bool onebit = is_onebit(config_.optimizer().type);
   const bool each_micro_step = zero_stage() >= 3 || (zero_stage() == 2 && !(onebit && !local_only));
   reducer_->set_reducing(each_micro_step || is_gradient_accumulation_boundary());
   reducer_->set_local_only(local_only);

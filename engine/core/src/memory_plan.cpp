@@ -29,11 +29,6 @@ int64_t optimizer_state_tensors(const OptimizerConfig& optimizer) {
   return 2;
 }
 
-bool is_onebit(const OptimizerConfig& optimizer) {
-  return optimizer.type == OptimizerType::OneBitAdam || optimizer.type == OptimizerType::OneBitLamb ||
-         optimizer.type == OptimizerType::ZeroOneAdam;
-}
-
 // What the built-in GPT's forward keeps for backward, in elements: per block the LayerNorms'
 // inputs and outputs, q|k|v, the attention output and its projection, the MLP's 4C-wide input and
 // GELU output and the residuals, 16 B*T*C in all, plus the attention's B*H*T*T probabilities;
@@ -135,7 +130,7 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   // The backend keeps its scratch between steps (mpi_compressed_allreduce.cpp): the signs sent and
   // received (P/8 each) and the server chunk's (P/8N), and at stage 0 a padded copy of a buffer
   // that is not padded already (stages 1-2 compress the padded local gradients in place).
-  if (is_onebit(config.optimizer()) && zero.stage <= 2) {
+  if (is_onebit(config.optimizer().type) && zero.stage <= 2) {
     const int64_t padded = ceil_div(whole, 8 * int64_t{world}) * 8 * world;
     state.optimizer += 4 * (padded + padded / world);
     if (config.optimizer().type == OptimizerType::OneBitLamb)
@@ -153,7 +148,7 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   // Stages 0-1 accumulating over micro-steps hold every whole gradient until the boundary, and so
   // does the 1-bit family's warm-up at stage 2; otherwise a gradient lives whole only until the
   // reducer packs it.
-  const bool boundary_only = zero.stage <= 1 || (zero.stage == 2 && is_onebit(config.optimizer()));
+  const bool boundary_only = zero.stage <= 1 || (zero.stage == 2 && is_onebit(config.optimizer().type));
   plan.backward_gradients =
       db * (boundary_only && config.batch_resolved() && config.gradient_accumulation_steps() > 1 ? whole : largest);
 

@@ -29,6 +29,8 @@ enum class OffloadDevice { None, Cpu, Nvme };
 
 // DeepSpeed's spellings: "Adam", "WarmupDecayLR", "cpu"; "none" for None.
 const char* to_string(OptimizerType type);
+// The 1-bit family (OneBitAdam, OneBitLamb, ZeroOneAdam): each exchanges its own compressed state.
+bool is_onebit(OptimizerType type);
 const char* to_string(SchedulerType type);
 const char* to_string(OffloadDevice device);
 
