@@ -533,20 +533,16 @@ void EngineCore::step_model_slices(const at::Tensor& grads) {
 
 void EngineCore::step_on_host(const at::Tensor& grads) {
   ScopedTimer timer(breakdown_timers(), "step_on_host");
-  const OptimizerType type = config_.optimizer().type;
-  if (type == OptimizerType::Adam || type == OptimizerType::AdamW || type == OptimizerType::SGD) {
+  if (optimizer_->steps_ranges()) {
     // The fused CPU kernel touches element i alone, so piece by piece gives the whole shard's
     // result; each piece's weights go to the GPU (non-blocking, on HostOffload's side stream) while
     // the CPU steps the next.
-    const auto state = optimizer_->state();
-    std::vector<float*> at_piece(state.size());
     const int64_t numel = layout_->shard_numel();
     const int64_t piece = std::max(kMinHostStepPiece, (numel + kHostStepPieces - 1) / kHostStepPieces);
     for (int64_t begin = 0; begin < numel; begin += piece) {
       const int64_t count = std::min(piece, numel - begin);
-      for (size_t k = 0; k < state.size(); ++k) at_piece[k] = state[k].second.data_ptr<float>() + begin;
-      optimizer_->step_range(master_.data_ptr<float>() + begin, grads.data_ptr<float>() + begin, at_piece.data(),
-                             count, lr_, optimizer_steps_);
+      optimizer_->step_ranges({{master_.data_ptr<float>() + begin, grads.data_ptr<float>() + begin, begin, count}},
+                              lr_, optimizer_steps_);
       refresh_model_range(master_.narrow(0, begin, count), begin);
     }
   } else {
