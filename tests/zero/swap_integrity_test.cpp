@@ -72,10 +72,10 @@ OptimizerSwapper::Options optimizer_options(const std::string& nvme, bool pipeli
   return options;
 }
 
-// One step as the engine runs it: gradients of the backward, then every sub-group swapped in,
-// changed (master += gradient, exp_avg += 1) and swapped out. Returns what the master must now hold.
-// `harm` runs before the backward (between steps) or between the backward and the optimizer's
-// swap-ins: with pipeline_read the backward has read the first sub-groups' state ahead by then.
+// One step as the engine runs it: gradients of the backward, then every sub-group swapped in (in
+// the swapper's step order), changed (master += gradient, exp_avg += 1) and swapped out. Returns
+// what the master must now hold. `harm` runs before the backward (between steps) or between the
+// backward and the optimizer's swap-ins.
 enum class When { BetweenSteps, AfterBackward };
 void step(OptimizerSwapper& swapper, std::vector<float>& master, std::vector<float>& exp_avg, float gradient,
           const std::function<void()>& harm = [] {}, When when = When::AfterBackward) {
@@ -84,7 +84,8 @@ void step(OptimizerSwapper& swapper, std::vector<float>& master, std::vector<flo
   swapper.write_gradients(gradients.data(), 0, kShard, true);
   swapper.finish_gradients();
   if (when == When::AfterBackward) harm();
-  for (int64_t i = 0; i < swapper.sub_groups(); ++i) {
+  for (int64_t k = 0; k < swapper.sub_groups(); ++k) {
+    const int64_t i = swapper.step_order(k);
     const OptimizerSwapper::SubGroup& g = swapper.swap_in(i);
     for (int64_t j = 0; j < g.numel; ++j) {
       REQUIRE(g.state[0][j] == master[g.offset + j]);
@@ -104,11 +105,13 @@ void step(OptimizerSwapper& swapper, std::vector<float>& master, std::vector<flo
 
 TEST_CASE("optimizer swap files are preallocated and every block read back is checked", "[zero][swap]") {
   Scratch scratch;
-  // Without pipeline_read every block is read after the backward: a change up to the swap-ins is
-  // caught. With it, the first sub-groups' state is read during the backward (and a change to it
-  // after that is either rewritten whole by the step's write-back or caught by the next read), so
-  // the change to those files comes between steps, as the engine's test makes it. The gradient's
-  // file is read in the step only (and rewritten by every backward).
+  // Every block the step reads from a file is checked: a change up to the swap-ins is caught. The
+  // sub-groups a step starts with are not read (kept in memory from the step before: 1 slot
+  // without pipeline_read, 2 with it; and their gradients never go to the file), so each change
+  // is made to a sub-group the harmed step reads: the third step goes up the shard (keeping 0, or
+  // 0 and 1), the fourth down (keeping 2, or 2 and 1). A change to a kept sub-group is rewritten
+  // whole by the step's write-back (below). The gradient's file is read in the step only (and
+  // rewritten by every backward).
   const bool pipeline_read = GENERATE(false, true);
   enum class Harm { Overwrite, Truncate, TruncateThenWritePast };
   struct Case {
@@ -116,12 +119,14 @@ TEST_CASE("optimizer swap files are preallocated and every block read back is ch
     size_t file;        // 0 master, 1 exp_avg, 2 gradients
     int64_t sub_group;  // whose bytes are harmed
     Harm harm;
+    int clean_steps;    // before the harmed one
   };
-  for (const Case& c : {Case{"master overwritten in sub-group 0", 0, 0, Harm::Overwrite},
-                        Case{"exp_avg overwritten in sub-group 2 (the ragged one)", 1, 2, Harm::Overwrite},
-                        Case{"gradients overwritten in sub-group 1", 2, 1, Harm::Overwrite},
-                        Case{"exp_avg cut to 4 KiB", 1, 0, Harm::Truncate},
-                        Case{"master cut to 4 KiB and written past", 0, 0, Harm::TruncateThenWritePast}}) {
+  for (const Case& c : {Case{"master overwritten in sub-group 2", 0, 2, Harm::Overwrite, 2},
+                        Case{"master overwritten in sub-group 0, on a step down the shard", 0, 0, Harm::Overwrite, 3},
+                        Case{"exp_avg overwritten in sub-group 2 (the ragged one)", 1, 2, Harm::Overwrite, 2},
+                        Case{"gradients overwritten in sub-group 2", 2, 2, Harm::Overwrite, 2},
+                        Case{"exp_avg cut to 4 KiB", 1, 0, Harm::Truncate, 2},
+                        Case{"master cut to 4 KiB and written past", 0, 0, Harm::TruncateThenWritePast, 2}}) {
     const When when = pipeline_read && c.file < 2 ? When::BetweenSteps : When::AfterBackward;
     DYNAMIC_SECTION(c.name << (pipeline_read ? ", pipeline_read" : "")
                            << (when == When::BetweenSteps ? ", between steps" : ", after the backward")) {
@@ -134,8 +139,7 @@ TEST_CASE("optimizer swap files are preallocated and every block read back is ch
       swapper.fill(0, [&](int64_t offset, int64_t count, float* dst) {
         for (int64_t j = 0; j < count; ++j) dst[j] = master[offset + j] = std::sin(float(offset + j));
       });
-      step(swapper, master, exp_avg, 0.5f);  // untouched files: no false alarm
-      step(swapper, master, exp_avg, 0.25f);
+      for (int s = 0; s < c.clean_steps; ++s) step(swapper, master, exp_avg, 0.5f / float(s + 1));  // no false alarm
 
       const std::string victim = c.file < 2 ? swapper.path_of(c.file) : swapper.gradient_path();
       const int64_t offset = c.sub_group * kSubGroup * 4;
@@ -157,7 +161,7 @@ TEST_CASE("optimizer swap files are preallocated and every block read back is ch
       REQUIRE(error.offset().has_value());
       if (c.harm == Harm::Truncate) {
         CHECK_THAT(error.message(), Contains("read past end of file"));
-        CHECK_THAT(error.message(), Contains("sub-group 0"));
+        CHECK_THAT(error.message(), Contains(pipeline_read ? "sub-group 2" : "sub-group 1"));  // the first read
         CHECK(*error.offset() >= 4096);
       } else {
         CHECK_THAT(error.message(), Contains("CRC-32C"));
@@ -167,6 +171,22 @@ TEST_CASE("optimizer swap files are preallocated and every block read back is ch
       }
     }
   }
+}
+
+TEST_CASE("a change to a sub-group kept in memory is rewritten whole by the step's write-back", "[zero][swap]") {
+  Scratch scratch;
+  OptimizerSwapper swapper(optimizer_options(scratch.path));
+  std::vector<float> master(kShard), exp_avg(kShard, 0.0f);
+  swapper.fill(0, [&](int64_t offset, int64_t count, float* dst) {
+    for (int64_t j = 0; j < count; ++j) dst[j] = master[offset + j] = std::sin(float(offset + j));
+  });
+  step(swapper, master, exp_avg, 0.5f);
+  step(swapper, master, exp_avg, 0.25f);  // down the shard: 1 and 0 stay in memory for the next
+  REQUIRE(swapper.step_order(0) == 0);
+  step(swapper, master, exp_avg, 0.125f, [&] { overwrite(swapper.path_of(0), 100, 16); }, When::BetweenSteps);
+  std::vector<float> file(kShard);
+  swapper.read(0, 0, file.data(), kShard);
+  CHECK(file == master);
 }
 
 TEST_CASE("the parameter swap file is preallocated and every chunk read back is checked", "[zero][swap]") {

@@ -1,8 +1,9 @@
 // OptimizerSwapper's pipelined reads against a plain in-memory reference: with every
 // pipeline_read x pipeline_write choice, sub-groups read ahead (during the step, and the first
-// ones' state during backward) hand the kernel exactly the bytes the reference holds, step after
-// step, with gradient accumulation and with a file rewritten after the reads ahead were queued;
-// the reads during backward are the closed-form bytes of the first slots' state.
+// ones' state during the first backward) or kept in memory from the step before (with their
+// gradients staged in place) hand the kernel exactly the bytes the reference holds, step after
+// step, up and down the shard, with gradient accumulation and with a file rewritten after the
+// reads ahead were queued; each step's bytes are the closed form of what is not kept.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -84,27 +85,42 @@ TEST_CASE("sub-groups read ahead hold the bytes of the files, with every pipelin
     for (int64_t j = 0; j < count; ++j) dst[j] = ref.state[0][static_cast<size_t>(offset + j)] = 0.001f * float(offset + j);
   });
   std::mt19937 rng(42);
+  constexpr int64_t kBlock = kSubGroup * 4;  // every sub-group's bytes in a file (the last one padded)
+  const int64_t n = swapper.sub_groups();
+  swapper.take_stats();
   for (int step = 0; step < 6; ++step) {
     CAPTURE(step);
-    swapper.take_stats();
+    // Up the shard on even steps, down on odd ones; each starts with the sub-groups the step
+    // before kept, or (the first step, pipeline_read) those read during its backward.
+    REQUIRE(swapper.step_order(0) == (step % 2 == 0 ? 0 : n - 1));
+    int64_t held = step > 0 || pipeline_read ? std::min<int64_t>(slots, n) : 0;
+    int64_t reads = step == 0 ? held * 3 * kBlock : 0, writes = 0;
     backward(swapper, ref, rng, true);
-    // The first backward range queued the first slots' state reads (pipeline_read), nothing else.
-    const int64_t ahead = pipeline_read ? std::min<int64_t>(slots, swapper.sub_groups()) : 0;
-    CHECK(swapper.take_stats().read_bytes == ahead * 3 * kSubGroup * 4);
+    ds::io::SwapStats stats = swapper.take_stats();
+    CHECK(stats.read_bytes == reads);  // nothing but the first backward's reads ahead
+    writes += (n - held) * kBlock;  // the gradients not held go to the file
     if (step % 2 == 1) {  // a second micro-step, added to the first (each backward ends with its sum)
       swapper.finish_gradients();
       backward(swapper, ref, rng, false);
+      reads += (n - held) * kBlock;  // read back before being added to
+      writes += (n - held) * kBlock;
     }
     double squares = 0;
     for (float g : ref.gradient) squares += double(g) * g;
     CHECK(swapper.finish_gradients() == Approx(squares).epsilon(1e-12));
     if (step == 3) {
-      // A checkpoint load rewrites part of sub-groups 0 and 1 after their state was read ahead.
+      // A checkpoint load rewrites part of sub-groups 0 and 1 after the slots were filled: they
+      // are emptied (the gradients they held go to the file) and read again.
       std::vector<float> loaded(1500);
       for (size_t j = 0; j < loaded.size(); ++j) loaded[j] = ref.state[1][500 + j] = -float(j);
       swapper.write(1, 500, loaded.data(), static_cast<int64_t>(loaded.size()));
+      writes += held * kBlock;
+      held = 0;
     }
-    for (int64_t i = 0; i < swapper.sub_groups(); ++i) {
+    reads += (n - held) * 4 * kBlock;  // the state and the gradient of each sub-group not held
+    writes += n * 3 * kBlock;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = swapper.step_order(k);
       const OptimizerSwapper::SubGroup& g = swapper.swap_in(i);
       for (int64_t j = 0; j < g.numel; ++j) {
         const size_t at = static_cast<size_t>(g.offset + j);
@@ -118,6 +134,9 @@ TEST_CASE("sub-groups read ahead hold the bytes of the files, with every pipelin
       swapper.swap_out(i);
     }
     swapper.finish_step();
+    stats += swapper.take_stats();
+    CHECK(stats.read_bytes == reads);
+    CHECK(stats.write_bytes == writes);
   }
   // The files hold the reference's last values.
   std::vector<float> values(kShard);

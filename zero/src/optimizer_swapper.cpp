@@ -1,6 +1,7 @@
 #include "dstrain/zero/optimizer_swapper.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "dstrain/io/crc32c.hpp"
@@ -26,6 +27,7 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
   for (int64_t offset = 0; offset < numel; offset += group_numel_)
     groups_.push_back({offset, std::min(group_numel_, numel - offset), {}});
 
+  if (const char* ab = std::getenv("DSTRAIN_SWAP_AB")) keep_ = std::string(ab) != "before";
   const int slots = optimizer_swap_slots(options_.pipeline_read, options_.pipeline_write);
   const int files = static_cast<int>(options_.names.size()) + (options_.gradients ? 1 : 0);
   const int needed = slots * files;
@@ -135,28 +137,38 @@ std::string OptimizerSwapper::block_name(size_t file, int64_t i) const {
          std::to_string(g.offset + g.numel) + ") of " + (file < options_.names.size() ? options_.names[file] : "gradients");
 }
 
+
+void OptimizerSwapper::free_slot(Slot& slot) {
+  slot.group = -1;
+  slot.state_read_at = slot.gradient_read_at = 0;
+  slot.kept = slot.gradient_here = slot.stepped = false;
+  slot.gradient_staged = 0;
+}
+
 void OptimizerSwapper::release_if_done(Slot& slot) {
-  if (slot.group >= 0 && slot.stepped && slot.write_done_at == 0 && slot.group != in_use_) slot.group = -1;
+  if (slot.group >= 0 && slot.stepped && slot.write_done_at == 0 && slot.group != in_use_) free_slot(slot);
 }
 
 void OptimizerSwapper::queue_reads(int64_t first, int64_t last) {
-  for (int64_t j = first; j <= std::min(last, sub_groups() - 1); ++j) {
+  for (int64_t position = first; position <= std::min(last, sub_groups() - 1); ++position) {
+    const int64_t j = step_order(position);
     Slot& slot = slot_of(j);
     if (slot.group != j) {
       release_if_done(slot);
       if (slot.group >= 0) return;  // still stepped or written: later sub-groups wait too
       queue_state_reads(j);
     }
-    if (options_.gradients && in_step_ && slot.gradient_read_at == 0) queue_gradient_reads(j);
+    if (options_.gradients && in_step_ && !slot.gradient_here) queue_gradient_reads(j);
   }
 }
 
 void OptimizerSwapper::queue_state_reads(int64_t i) {
   const SubGroup& g = groups_[i];
   Slot& slot = slot_of(i);
+  free_slot(slot);
   slot.group = i;
-  slot.gradient_read_at = 0;
-  slot.checked = slot.stepped = false;
+  // Read during backward for the coming step: that backward's gradient ranges are staged here.
+  slot.gradient_here = options_.gradients && !in_step_ && keep_;
   for (size_t k = 0; k < options_.names.size(); ++k)
     reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
                          &slot.read_crc[k]);
@@ -175,13 +187,13 @@ void OptimizerSwapper::queue_gradient_reads(int64_t i) {
                            page_begin(page) * sizeof(float), &slot.page_read_crc[k]);
   }
   slot.gradient_read_at = reader_->queued_count();
-  slot.checked = false;
+  slot.gradient_here = true;
   stats_.read_bytes += padded(g.numel) * sizeof(float);
 }
 
 void OptimizerSwapper::wait_reads(int64_t i) {
   Slot& slot = slot_of(i);
-  if (slot.checked) return;
+  if (slot.state_read_at == 0 && slot.gradient_read_at == 0) return;
   const SubGroup& g = groups_[i];
   try {
     stats_.read_seconds += io::wait_counted(*reader_, stats_, std::max(slot.state_read_at, slot.gradient_read_at));
@@ -190,16 +202,16 @@ void OptimizerSwapper::wait_reads(int64_t i) {
                                   std::to_string(g.offset + g.numel) + ")")
         .with_rank(options_.rank);
   }
-  slot.checked = true;
-  for (size_t k = 0; k < options_.names.size(); ++k) {
-    if (unchecked_[k][i]) {
-      written_crc_[k][i] = slot.read_crc[k];
-      unchecked_[k][i] = false;
-      continue;
+  if (slot.state_read_at > 0)
+    for (size_t k = 0; k < options_.names.size(); ++k) {
+      if (unchecked_[k][i]) {
+        written_crc_[k][i] = slot.read_crc[k];
+        unchecked_[k][i] = false;
+        continue;
+      }
+      io::check_swap_block(written_crc_[k][i], slot.read_crc[k], path_of(k), g.offset * static_cast<int64_t>(sizeof(float)),
+                           padded(g.numel) * static_cast<int64_t>(sizeof(float)), block_name(k, i), options_.rank);
     }
-    io::check_swap_block(written_crc_[k][i], slot.read_crc[k], path_of(k), g.offset * static_cast<int64_t>(sizeof(float)),
-                         padded(g.numel) * static_cast<int64_t>(sizeof(float)), block_name(k, i), options_.rank);
-  }
   if (slot.gradient_read_at > 0)
     for (int64_t k = 0; k < pages_per_group_; ++k) {
       const int64_t page = i * pages_per_group_ + k;
@@ -207,12 +219,28 @@ void OptimizerSwapper::wait_reads(int64_t i) {
         io::check_swap_block(page_crc_[page], slot.page_read_crc[k], gradient_path(), page_begin(page) * static_cast<int64_t>(sizeof(float)),
                              padded(page_valid(page)) * static_cast<int64_t>(sizeof(float)), page_name(page), options_.rank);
     }
+  slot.state_read_at = slot.gradient_read_at = 0;
 }
 
-void OptimizerSwapper::drop_reads() {
+void OptimizerSwapper::drop_slots() {
   stats_.read_seconds += io::wait_counted(*reader_, stats_);
-  for (Slot& slot : slots_)
-    if (slot.group >= 0 && !slot.stepped) slot.group = -1;
+  wait_writes();
+  for (Slot& slot : slots_) {
+    if (slot.group >= 0 && slot.gradient_here) {
+      // The gradient lives nowhere else: to the file, page by page, each with its checksum.
+      const SubGroup& g = groups_[slot.group];
+      float* gradients = slot.buffers.back();
+      std::fill(gradients + g.numel, gradients + padded(g.numel), 0.0f);
+      for (int64_t k = 0; k < pages_per_group_; ++k) {
+        const int64_t page = slot.group * pages_per_group_ + k;
+        if (page_valid(page) == 0) continue;
+        writer_->sync_pwrite(gradients + k * page_numel_, padded(page_valid(page)) * sizeof(float), gradient_path(),
+                             page_begin(page) * sizeof(float), &page_crc_[page]);
+        stats_.write_bytes += padded(page_valid(page)) * sizeof(float);
+      }
+    }
+    free_slot(slot);
+  }
 }
 
 int64_t OptimizerSwapper::page_of(int64_t offset) const {
@@ -236,29 +264,39 @@ std::string OptimizerSwapper::page_name(int64_t page) const {
 }
 
 void OptimizerSwapper::wait_writes() {
-  if (std::none_of(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.write_done_at > 0; })) return;
+  if (writes_in_flight() == 0) return;
   stats_.write_seconds += io::wait_counted(*writer_, stats_);
-  for (Slot& slot : slots_) {
-    slot.write_done_at = 0;
-    release_if_done(slot);
-  }
+  // The slots stay filled (the step may keep them) until a read needs them (queue_reads).
+  for (Slot& slot : slots_) slot.write_done_at = 0;
+}
+
+int64_t OptimizerSwapper::writes_in_flight() const {
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.write_done_at > 0; });
 }
 
 const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
   in_step_ = true;
   prefetch_due_ = false;
-  in_use_ = i;  // the caller is done with the sub-group before it
-  if (i > 0) release_if_done(slot_of(i - 1));
-  if (slot_of(i).group != i) {
-    // Not read ahead (the first sub-group, or no pipeline_read): the slot's last sub-group is
-    // written, and anything still read into it waited for, before the slot is read into.
+  in_use_ = i;
+  Slot& slot = slot_of(i);
+  if (slot.group != i) {
+    // Not read ahead nor kept (no pipeline_read, or the step's first sub-group with nothing
+    // kept): the slot's last sub-group is written, and anything still read into it waited for,
+    // before the slot is read into.
+    if (slot.group >= 0 && slot.gradient_here && !slot.stepped)
+      throw Error("offload_optimizer: internal error, sub-group " + std::to_string(slot.group) +
+                  "'s gradient held in the slot that sub-group " + std::to_string(i) + " needs");
     wait_writes();
-    if (slot_of(i).group >= 0) stats_.read_seconds += io::wait_counted(*reader_, stats_);
-    slot_of(i).group = -1;
+    if (slot.group >= 0) stats_.read_seconds += io::wait_counted(*reader_, stats_);
+    free_slot(slot);
+  } else if (slot.write_done_at > 0) {
+    wait_writes();  // kept from the last step with its writes behind: the kernel changes these buffers next
   }
   // The reads ahead go behind i's on the handle, so they do not delay it.
-  queue_reads(i, options_.pipeline_read ? sub_groups() - 1 : i);
+  const int64_t position = position_of(i);
+  queue_reads(position, options_.pipeline_read ? sub_groups() - 1 : position);
   wait_reads(i);
+  slot.kept = false;
   return groups_[i];
 }
 
@@ -275,16 +313,45 @@ void OptimizerSwapper::swap_out(int64_t i) {
   slot.write_done_at = writer_->queued_count();
   stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
   if (!options_.pipeline_write) wait_writes();
-  if (options_.pipeline_read) queue_reads(i + 1, sub_groups() - 1);
+  if (options_.pipeline_read) queue_reads(position_of(i) + 1, sub_groups() - 1);
 }
 
 void OptimizerSwapper::finish_step() {
   stats_.read_seconds += io::wait_counted(*reader_, stats_);
-  wait_writes();
-  for (Slot& slot : slots_) slot.group = -1;
+  if (!keep_) wait_writes();
+  // The slots of the sub-groups visited last hold what was just written: the next step, in the
+  // other direction, starts with them.
+  for (Slot& slot : slots_) {
+    if (keep_ && slot.group >= 0 && slot.stepped) {
+      slot.stepped = false;
+      slot.kept = true;
+      slot.gradient_here = options_.gradients;
+      slot.gradient_staged = 0;
+    } else {
+      free_slot(slot);
+    }
+  }
   in_use_ = -1;
   in_step_ = false;
   prefetch_due_ = true;
+  if (keep_) descending_ = !descending_;
+}
+
+const float* OptimizerSwapper::master_in_memory(int64_t offset, int64_t count) const {
+  if (offset < 0 || count <= 0 || offset + count > options_.shard_numel) return nullptr;
+  const int64_t i = offset / group_numel_;
+  const SubGroup& g = groups_[i];
+  const Slot& slot = slot_of(i);
+  if (slot.group != i || !slot.kept || offset + count > g.offset + g.numel) return nullptr;
+  return g.state[0] + (offset - g.offset);
+}
+
+void OptimizerSwapper::fence(int64_t offset, int64_t count) {
+  for (const Slot& slot : slots_) {
+    if (slot.write_done_at == 0) continue;
+    const SubGroup& g = groups_[slot.group];
+    if (offset < g.offset + g.numel && g.offset < offset + count) return wait_writes();
+  }
 }
 
 OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool overwrite) {
@@ -335,28 +402,41 @@ OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool 
 
 void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite) {
   if (prefetch_due_) {
-    // A backward after a step: the state the next step reads first cannot change before it.
+    // A backward after a step with no slot kept: the state the next step reads first cannot
+    // change before it.
     prefetch_due_ = false;
     if (options_.pipeline_read) queue_reads(0, static_cast<int64_t>(slots_.size()) - 1);
   }
   while (count > 0) {
-    const int64_t index = page_of(offset);
-    const int64_t at = offset - page_begin(index);
-    const int64_t n = std::min(count, page_valid(index) - at);
-    GradientPage& page = open_page(index, overwrite);
-    float* dst = page.buffer + at;
+    const int64_t i = offset / group_numel_;
+    const SubGroup& g = groups_[i];
+    Slot& slot = slot_of(i);
+    GradientPage* page = nullptr;
+    float* dst = nullptr;
+    int64_t n = 0;
+    if (slot.group == i && slot.gradient_here) {
+      // Held for the coming step: staged in the slot, never to the file and back.
+      n = std::min(count, g.offset + g.numel - offset);
+      dst = g.gradients + (offset - g.offset);
+      slot.gradient_staged += n;
+    } else {
+      const int64_t index = page_of(offset);
+      const int64_t at = offset - page_begin(index);
+      n = std::min(count, page_valid(index) - at);
+      page = &open_page(index, overwrite);
+      dst = page->buffer + at;
+    }
     if (overwrite) {
       std::copy(values, values + n, dst);
     } else {
       for (int64_t j = 0; j < n; ++j) dst[j] += values[j];  // as the in-memory shard's add_
     }
     gradient_sum_of_squares_ += options_.sum_of_squares(dst, n);
-    page.missing -= n;
-    if (page.missing == 0) {
-      const int64_t valid = page_valid(index);
-      writer_->async_pwrite(page.buffer, padded(valid) * sizeof(float), gradient_path(), page_begin(index) * sizeof(float),
-                            &page_crc_[index]);
-      page.write_done_at = writer_->queued_count();
+    if (page && (page->missing -= n) == 0) {
+      const int64_t valid = page_valid(page->index);
+      writer_->async_pwrite(page->buffer, padded(valid) * sizeof(float), gradient_path(),
+                            page_begin(page->index) * sizeof(float), &page_crc_[page->index]);
+      page->write_done_at = writer_->queued_count();
       stats_.write_bytes += padded(valid) * sizeof(float);
     }
     values += n;
@@ -379,6 +459,14 @@ double OptimizerSwapper::finish_gradients() {
     if (page.index >= 0 && page.write_done_at == 0)
       throw Error("offload_optimizer: gradient page " + std::to_string(page.index) + " lacks " +
                   std::to_string(page.missing) + " elements at the end of backward");
+  for (Slot& slot : slots_) {
+    if (slot.group < 0 || !slot.gradient_here) continue;
+    const int64_t numel = groups_[slot.group].numel;
+    if (slot.gradient_staged != 0 && slot.gradient_staged != numel)
+      throw Error("offload_optimizer: sub-group " + std::to_string(slot.group) + "'s gradient got " +
+                  std::to_string(slot.gradient_staged) + " of its " + std::to_string(numel) + " elements in one backward");
+    slot.gradient_staged = 0;
+  }
   wait_gradient_writes();
   const double sum = gradient_sum_of_squares_;
   gradient_sum_of_squares_ = 0;
@@ -386,11 +474,23 @@ double OptimizerSwapper::finish_gradients() {
 }
 
 void OptimizerSwapper::read_gradients(int64_t offset, float* dst, int64_t count) {
-  if (count > 0) reader_->sync_pread(dst, count * sizeof(float), gradient_path(), offset * sizeof(float));
+  while (count > 0) {
+    const int64_t i = offset / group_numel_;
+    const SubGroup& g = groups_[i];
+    const Slot& slot = slot_of(i);
+    const int64_t n = std::min(count, g.offset + g.numel - offset);
+    if (slot.group == i && slot.gradient_here)
+      std::copy(g.gradients + (offset - g.offset), g.gradients + (offset - g.offset) + n, dst);
+    else
+      reader_->sync_pread(dst, n * sizeof(float), gradient_path(), offset * sizeof(float));
+    dst += n;
+    offset += n;
+    count -= n;
+  }
 }
 
 void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64_t, float*)>& produce) {
-  drop_reads();
+  drop_slots();
   float* buffer = slots_[0].buffers[0];
   for (size_t i = 0; i < groups_.size(); ++i) {
     const SubGroup& g = groups_[i];
@@ -404,12 +504,14 @@ void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64
 }
 
 void OptimizerSwapper::read(size_t name, int64_t offset, float* dst, int64_t count) {
-  if (count > 0) reader_->sync_pread(dst, count * sizeof(float), path_of(name), offset * sizeof(float));
+  if (count <= 0) return;
+  fence(offset, count);
+  reader_->sync_pread(dst, count * sizeof(float), path_of(name), offset * sizeof(float));
 }
 
 void OptimizerSwapper::write(size_t name, int64_t offset, const float* src, int64_t count) {
   if (count <= 0) return;
-  drop_reads();  // a sub-group read ahead would miss the new values
+  drop_slots();  // a sub-group read ahead or kept would miss the new values
   writer_->sync_pwrite(src, count * sizeof(float), path_of(name), offset * sizeof(float));
   // Part of a sub-group changed: its checksum is taken again when a step next reads it.
   for (int64_t i = offset / group_numel_; i <= (offset + count - 1) / group_numel_; ++i) unchecked_.at(name).at(i) = true;

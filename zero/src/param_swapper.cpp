@@ -25,7 +25,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
   file_offset_.assign(n, -1);
   read_numel_.assign(n, 0);
   lead_.assign(n, 0);
-  window_crc_.assign(n, 0);
+  window_pieces_.resize(n);
   window_taken_.assign(n, 0);
   resident_.resize(n);
   buffer_of_.assign(n, -1);
@@ -153,8 +153,12 @@ std::string ParamSwapper::chunk_name(size_t i) const {
          " elements at shard offset " + std::to_string(options_.chunks[i].shard_offset) + ")";
 }
 
+const float* ParamSwapper::in_owner_memory(size_t i) const {
+  return options_.in_memory ? options_.in_memory(options_.chunks[i].shard_offset, options_.chunks[i].numel) : nullptr;
+}
+
 bool ParamSwapper::read_ahead(size_t i) {
-  if (!swapped(i) || buffer_of_[i] >= 0) return true;
+  if (!swapped(i) || buffer_of_[i] >= 0 || in_owner_memory(i)) return true;
   if (!stored_[i])
     throw Error("offload_param: " + chunk_name(i) + " is read before it was ever stored").with_path(path()).with_rank(options_.rank);
   wait_writes();  // a chunk is never read while its new values are being written
@@ -163,6 +167,7 @@ bool ParamSwapper::read_ahead(size_t i) {
     if (buffers_[k].state == State::Free) b = static_cast<int>(k);
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
+  if (options_.before_read) options_.before_read(file_offset_[i] / static_cast<int64_t>(sizeof(float)), read_numel_[i]);
   reader_->async_pread(buffer.data, read_numel_[i] * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
   buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;
@@ -175,7 +180,7 @@ bool ParamSwapper::read_ahead(size_t i) {
 }
 
 bool ParamSwapper::can_acquire(size_t i) const {
-  if (!swapped(i) || buffer_of_[i] >= 0) return true;
+  if (!swapped(i) || buffer_of_[i] >= 0 || in_owner_memory(i)) return true;
   return std::any_of(buffers_.begin(), buffers_.end(), [](const Buffer& b) {
     return b.state == State::Free || b.state == State::Reading || b.state == State::Writing;
   });
@@ -185,6 +190,7 @@ const float* ParamSwapper::acquire(size_t i) {
   if (!swapped(i)) return resident_[i].data();
   wait_writes();
   if (buffer_of_[i] < 0) {
+    if (const float* held = in_owner_memory(i)) return held;
     const int b = take_buffer(false);
     if (b < 0)
       throw Error("offload_param: every one of the " + std::to_string(buffers_.size()) +
@@ -268,16 +274,22 @@ void ParamSwapper::checksum_windows(const float* values, int64_t shard_offset, i
     if (begin >= end) break;
     const int64_t lo = std::max(shard_offset, begin), hi = std::min(end, begin + read_numel_[i]);
     if (lo >= hi) continue;
-    if (lo == begin) window_crc_[i] = 0, window_taken_[i] = 0;  // a new pass over the shard
-    window_crc_[i] = io::crc32c(window_crc_[i], values + (lo - shard_offset), (hi - lo) * sizeof(float));
+    window_pieces_[i].push_back({lo, hi - lo, io::crc32c(0, values + (lo - shard_offset), (hi - lo) * sizeof(float))});
     window_taken_[i] += hi - lo;
     // Past the shard's end the file holds its padding's zeros, which no range brings.
     const int64_t in_shard = std::min(begin + read_numel_[i], shard_numel_) - begin;
     if (window_taken_[i] < in_shard) continue;
+    // The window whole: its pieces in file order, then the zeros.
+    std::vector<CrcPiece>& pieces = window_pieces_[i];
+    std::sort(pieces.begin(), pieces.end(), [](const CrcPiece& a, const CrcPiece& b) { return a.offset < b.offset; });
+    uint32_t crc = 0;
+    for (const CrcPiece& piece : pieces)
+      crc = io::crc32c_combine(crc, piece.crc, piece.numel * static_cast<int64_t>(sizeof(float)));
     const int64_t zero_bytes = (read_numel_[i] - in_shard) * static_cast<int64_t>(sizeof(float));
-    written_crc_[i] = zero_bytes > 0 ? io::crc32c_combine(window_crc_[i], io::crc32c_of_zeros(zero_bytes), zero_bytes)
-                                     : window_crc_[i];
+    written_crc_[i] = zero_bytes > 0 ? io::crc32c_combine(crc, io::crc32c_of_zeros(zero_bytes), zero_bytes) : crc;
     stored_[i] = true;
+    pieces.clear();  // the next pass starts afresh
+    window_taken_[i] = 0;
   }
 }
 

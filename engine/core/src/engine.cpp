@@ -46,13 +46,18 @@ at::ScalarType model_dtype(const Config& config) {
 }
 
 // offload_param.device "nvme": this rank's parameter chunks go to a swap file, or are read from
-// `master_file` where that holds them (docs/offload.md).
+// the optimizer's master file where that holds them (`master` not null), or from the sub-groups
+// it keeps in memory between steps (docs/offload.md).
 std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, const zero::ShardLayout& layout,
-                                                       const std::string& master_file) {
+                                                       zero::OptimizerSwapper* master) {
   const OffloadParamConfig& offload = config.zero_optimization().offload_param;
   zero::ParamSwapper::Options options;
   options.nvme_path = offload.nvme_path;
-  options.shard_file = master_file;
+  if (master) {
+    options.shard_file = master->path_of(0);
+    options.in_memory = [master](int64_t offset, int64_t count) { return master->master_in_memory(offset, count); };
+    options.before_read = [master](int64_t offset, int64_t count) { master->fence(offset, count); };
+  }
   options.rank = layout.rank();
   for (size_t i = 0; i < layout.size(); ++i) options.chunks.push_back({layout.slot(i).shard_offset, layout.slot(i).chunk});
   options.buffer_count = offload.buffer_count;
@@ -172,11 +177,10 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
     // In fp32 (offload_param's only dtype) the optimizer's master file holds exactly the
     // partition, rewritten by every step: on the same disk the parameters are read from it rather
     // than written to a second file each step.
-    const std::string master_file = swapper_ && io::same_file_system(zero.offload_param.nvme_path, swapper_->folder())
-                                        ? swapper_->path_of(0)
-                                        : std::string();
+    zero::OptimizerSwapper* master =
+        swapper_ && io::same_file_system(zero.offload_param.nvme_path, swapper_->folder()) ? swapper_.get() : nullptr;
     coordinator_ = std::make_unique<zero::ParameterCoordinator>(
-        params_, *layout_, *group_, zero, nvme_params ? make_param_swapper(config_, *layout_, master_file) : nullptr);
+        params_, *layout_, *group_, zero, nvme_params ? make_param_swapper(config_, *layout_, master) : nullptr);
   }
   if (stage == 3 && master_storage_ == MasterStorage::Model) master_ = coordinator_->shard();
   lr_ = schedule_.lr(0);
@@ -557,9 +561,11 @@ void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double 
   ScopedTimer timer(breakdown_timers(), "step_offloaded");
   zero::OptimizerSwapper& swap = *swapper_;
   const bool has_gradients = reducer_->has_gradients();
-  for (int64_t i = 0; i < swap.sub_groups(); ++i) {
-    // state[0] is the master sub-group, state[1..] the optimizer's state (pipeline_read: i + 1 is
-    // being read meanwhile).
+  for (int64_t k = 0; k < swap.sub_groups(); ++k) {
+    // Up and down the shard on alternate steps: each step starts with the sub-groups the last one
+    // left in memory. state[0] is the master sub-group, state[1..] the optimizer's state
+    // (pipeline_read: the next sub-group is being read meanwhile).
+    const int64_t i = swap.step_order(k);
     const zero::OptimizerSwapper::SubGroup& group = swap.swap_in(i);
     const float* g = nullptr;
     if (grads.defined()) {

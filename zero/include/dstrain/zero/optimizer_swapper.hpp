@@ -4,34 +4,43 @@
 // SGD's momentum_buffer) live in one file each, <folder>/<name>.swp, under a fresh folder in
 // nvme_path. The shard is cut into sub-groups of sub_group_size elements (rounded up to 1024, so
 // that every transfer is 4096-aligned and goes O_DIRECT); sub-group i is the same byte range of
-// every file. The optimizer step visits them in order:
+// every file. The optimizer step visits them in step_order(), ascending and descending on
+// alternate steps:
 //
-//   for (int64_t i = 0; i < swapper.sub_groups(); ++i) {
+//   for (int64_t k = 0; k < swapper.sub_groups(); ++k) {
+//     const int64_t i = swapper.step_order(k);
 //     const OptimizerSwapper::SubGroup& g = swapper.swap_in(i);  // g.state[k]: names[k]'s values
 //     ...fused kernel on g.state, g.numel elements at shard offset g.offset...
 //     swapper.swap_out(i);
 //   }
 //   swapper.finish_step();
 //
-// pipeline_read reads the next sub-groups while i is stepped, as far as free buffers go: i+1, and
-// with pipeline_write also i+2 once i-1's writes are done; pipeline_write writes i-1 back while i
-// is stepped. Buffers: one locked buffer per file per sub-group in memory at once (a slot), that
+// pipeline_read reads the next sub-groups (in step order) while one is stepped, as far as free
+// buffers go: the next, and with pipeline_write also the one after once the previous one's writes
+// are done; pipeline_write writes the previous sub-group back while the next is stepped. Buffers: one locked buffer per file per sub-group in memory at once (a slot), that
 // is one sub-group without pipelining, two with one of them, three with both; buffer_count must
 // cover it. Reads and writes go through two io_uring handles (the aio block's settings) so a wait
 // for the next reads never waits for the previous writes, and a wait for sub-group i's reads never
 // waits for the reads queued after them.
 //
-// With pipeline_read the slots are not idle between steps either: the first gradient range of a
-// backward (write_gradients) queues the reads of the first sub-groups' master and state, one per
-// slot, which the backward cannot change, so the step starts with only their gradients to read.
-// Those bytes are checked against their checksums as any read; a file changed after they were
-// read is caught by the next step's read of it.
+// The slots are not emptied between steps: the sub-groups a step visits last stay in them, their
+// buffers holding what was just written, and the next step, visiting in the other direction,
+// starts with them and reads nothing of their state. Their gradients are staged straight into the
+// slots during backward (never to the file and back), their master values serve the parameter
+// swapper from memory (master_in_memory), and with pipeline_write the step does not wait for the
+// last sub-group's writes: they go on into the next forward, and whatever reads the files first
+// waits for them (fence(), read(), the next swap_in of that sub-group). Where no slot is kept (the
+// first step, after fill() or write()), pipeline_read reads the first sub-groups' master and state
+// during backward instead (the first gradient range queues them), which the backward cannot
+// change; their gradients are staged into those slots too. Those bytes are checked against their
+// checksums as any read; a file changed after they were read is caught by the next step's read of
+// it, or rewritten whole by the step's write-back.
 //
 // With Options::gradients the fp32 gradient shard is a file too, <folder>/gradients.swp: the
 // reducer's results arrive during backward as ranges of any size and alignment
 // (write_gradients), are staged in a few locked pages and go out O_DIRECT a page at a time once a
-// page is complete; swap_in reads the sub-group's gradient with its state (SubGroup::gradients)
-// and swap_out never writes it back.
+// page is complete (or, for a sub-group in a slot, into its slot); swap_in reads the sub-group's
+// gradient with its state (SubGroup::gradients) and swap_out never writes it back.
 //
 // Every block written (a sub-group of each file, a page of the gradient's) leaves its CRC-32C in
 // memory (computed by the handle's workers, io/raw_aio_handle.hpp), and every read of it in the
@@ -103,32 +112,50 @@ class OptimizerSwapper {
   int64_t gradient_buffer_bytes() const;
   int64_t file_bytes() const;
 
+  // The k-th sub-group the coming step visits: 0, 1, ... on one step, ..., 1, 0 on the next, so
+  // that each step starts with the sub-groups the last one left in memory.
+  int64_t step_order(int64_t k) const { return descending_ ? sub_groups() - 1 - k : k; }
   // Sub-group i's state in memory: queues the reads of the next sub-groups whose slots are free
-  // (pipeline_read), then waits for i's (queued ahead under pipeline_read). Sub-groups go in order
-  // 0, 1, ...; i's buffers stay valid until swap_in(i + 1) or finish_step().
+  // (pipeline_read), then waits for i's (queued ahead under pipeline_read). Sub-groups go in
+  // step_order(); i's buffers stay valid until the step's swap_in of a sub-group sharing its slot.
   const SubGroup& swap_in(int64_t i);
   // Queues sub-group i's writes, after waiting for the previous sub-group's; without
   // pipeline_write, waits for them. Under pipeline_read, slots so freed take the next reads.
   void swap_out(int64_t i);
-  // Waits for the writes still queued: after it the files hold the step's result.
+  // Ends the step. The sub-groups visited last stay in their slots for the next step; without
+  // pipeline_write the files hold the step's result, with it the last sub-group's writes may still
+  // be in flight (fence() waits for them).
   void finish_step();
+
+  // Between steps: the master values of shard elements [offset, offset + count) where a slot
+  // holds them (the files' values, or those being written), else nullptr. Valid until the next
+  // swap_in, fill() or write().
+  const float* master_in_memory(int64_t offset, int64_t count) const;
+  // Waits for the writes in flight over shard elements [offset, offset + count), before their
+  // files are read by anything but this swapper (the parameter swapper reading master.swp).
+  void fence(int64_t offset, int64_t count);
+  // Sub-groups whose writes were queued and not yet waited for.
+  int64_t writes_in_flight() const;
 
   // Gradient ranges from the reducer during backward: shard elements [offset, offset + count) are
   // set to `values` (overwrite) or have them added (the file's values read back first). Ranges of
-  // one backward must not overlap; a few pages may be open at once (any order within that).
+  // one backward must not overlap; a few pages may be open at once (any order within that). A
+  // sub-group held in a slot for the coming step takes its ranges in the slot.
   void write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite);
   // At the end of a backward whose ranges covered the whole shard: waits for the last pages'
   // writes, so the file holds the result. Returns the sum of squares (in double) of the values the
   // file now holds, taken as they were staged.
   double finish_gradients();
-  // Synchronous read of gradient elements [offset, offset + count), outside a backward.
+  // Synchronous read of gradient elements [offset, offset + count), outside a backward (from the
+  // slots where they are held).
   void read_gradients(int64_t offset, float* dst, int64_t count);
 
   // Sets every value of one file, a sub-group at a time: `produce(offset, count, dst)` writes shard
   // elements [offset, offset + count) into dst (a swap buffer), which then goes out O_DIRECT.
   void fill(size_t name, const std::function<void(int64_t offset, int64_t count, float* dst)>& produce);
   // Synchronous access to elements [offset, offset + count) of one file, outside a step
-  // (checkpoints). Any buffer; unaligned pieces go through the page cache.
+  // (checkpoints), after the writes in flight over them. Any buffer; unaligned pieces go through
+  // the page cache. write() (and fill()) empty the slots: what they held is read again.
   void read(size_t name, int64_t offset, float* dst, int64_t count);
   void write(size_t name, int64_t offset, const float* src, int64_t count);
 
@@ -149,11 +176,15 @@ class OptimizerSwapper {
   // The buffers of one sub-group in memory, and where that sub-group is in its swap.
   struct Slot {
     std::vector<float*> buffers;  // one per name, then the gradient's
-    int64_t group = -1;           // the sub-group read, stepped or written in it; -1: free
-    int64_t state_read_at = 0;    // reader_->queued_count() once its state reads were queued; 0: none
-    int64_t gradient_read_at = 0;  // the same for its gradient's pages; 0: not queued
-    bool checked = false;          // its reads were waited for and checked
-    bool stepped = false;          // swap_out queued its writes
+    int64_t group = -1;           // the sub-group read, stepped, written or kept in it; -1: free
+    // reader_->queued_count() once its state (gradient) reads were queued; 0: none left to wait
+    // for and check.
+    int64_t state_read_at = 0;
+    int64_t gradient_read_at = 0;
+    bool kept = false;           // holds the last step's values of its sub-group: nothing to read
+    bool gradient_here = false;  // the sub-group's gradient is staged here, or queued to be read here
+    int64_t gradient_staged = 0;  // elements staged here in this backward
+    bool stepped = false;          // swap_out queued its writes in this step
     int64_t write_done_at = 0;     // writer_->queued_count() once its writes were queued; 0: none pending
     std::vector<uint32_t> read_crc;       // per name, of the bytes read
     std::vector<uint32_t> page_read_crc;  // per gradient page of the sub-group
@@ -161,19 +192,23 @@ class OptimizerSwapper {
 
   int64_t padded(int64_t numel) const;
   Slot& slot_of(int64_t i) { return slots_[static_cast<size_t>(i) % slots_.size()]; }
+  const Slot& slot_of(int64_t i) const { return slots_[static_cast<size_t>(i) % slots_.size()]; }
+  int64_t position_of(int64_t i) const { return descending_ ? sub_groups() - 1 - i : i; }
+  void free_slot(Slot& slot);
   // The slot is free again once its sub-group was written and the caller has moved past it.
   void release_if_done(Slot& slot);
-  // Queues the reads of sub-groups first..last that their slots let in, in order: the state where
-  // it is not read yet, the gradient (in a step only) where it is not queued yet.
+  // Queues the reads of the sub-groups at step positions first..last that their slots let in, in
+  // order: the state where it is not read or kept, the gradient (in a step only) where it is not
+  // held or queued yet.
   void queue_reads(int64_t first, int64_t last);
   void queue_state_reads(int64_t i);
   void queue_gradient_reads(int64_t i);
   // Waits for sub-group i's reads (and those queued before them) and checks every block read
   // against its checksum.
   void wait_reads(int64_t i);
-  // Waits for every read queued and frees the slots of sub-groups read ahead (before a file is
-  // written outside a step).
-  void drop_reads();
+  // Waits for every transfer and empties the slots (before a file is written outside a step);
+  // gradients held in slots go to the gradient's file.
+  void drop_slots();
   std::string block_name(size_t file, int64_t i) const;
   int64_t page_of(int64_t offset) const;  // the page holding shard element `offset`
   int64_t page_begin(int64_t page) const;
@@ -204,6 +239,8 @@ class OptimizerSwapper {
   int64_t in_use_ = -1;        // the sub-group swap_in handed out last in this step, -1 outside a step
   bool in_step_ = false;       // from the first swap_in to finish_step: gradient reads may be queued
   bool prefetch_due_ = true;   // the next write_gradients begins a backward: read ahead for the step
+  bool descending_ = false;    // the coming step's direction (step_order)
+  bool keep_ = true;           // A/B (DSTRAIN_SWAP_AB=before): slots emptied after each step, as before
   std::vector<GradientPage> pages_;
   int64_t page_numel_ = 0;
   double gradient_sum_of_squares_ = 0;  // of the values staged since the last finish_gradients()

@@ -29,10 +29,14 @@
 // nothing. A chunk there starts and ends mid-page, so its read is the 4096-aligned window around
 // it, and the buffer hands out the chunk from inside the window. store_range then only takes the
 // CRC-32C of each window from the values as they pass (the bytes the file's owner writes), which
-// every read is checked against as before.
+// every read is checked against as before. The owner may hold parts of the shard in memory and
+// write them back behind the reads (OptimizerSwapper between steps): a chunk it holds whole is
+// handed out from there (nothing read), and any other read first waits for the owner's writes
+// over its window.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +64,11 @@ class ParamSwapper {
     // "": chunks go to <folder>/params.swp. Else a file holding the shard at its offsets (fp32,
     // padded with zeros to 4096 bytes), kept current by its owner: chunks are read from it.
     std::string shard_file;
+    // With a shard_file, from its owner: where shard elements [offset, offset + count) are in its
+    // memory, their address (valid until the next store_range), else nullptr; and a wait for its
+    // writes in flight over them, before they are read from the file.
+    std::function<const float*(int64_t shard_offset, int64_t count)> in_memory;
+    std::function<void(int64_t shard_offset, int64_t count)> before_read;
     io::AioSettings aio;
   };
 
@@ -94,7 +103,7 @@ class ParamSwapper {
   void drop_read_ahead();
 
   // Shard elements [shard_offset, shard_offset + count) hold new values: each swapped chunk is
-  // written once all of its elements have come (ranges come in shard order, each element once per
+  // written once all of its elements have come (ranges come in any order, each element once per
   // pass over the shard; with a shard_file, only its checksum is taken, and the shard_file must
   // hold these values by the next read).
   void store_range(const float* values, int64_t shard_offset, int64_t count);
@@ -121,6 +130,8 @@ class ParamSwapper {
   bool reads_shard_file() const { return !options_.shard_file.empty(); }
   // With a shard_file: the CRC-32C of each chunk's read window, from the values stored.
   void checksum_windows(const float* values, int64_t shard_offset, int64_t count);
+  // Chunk i in its shard file's owner's memory, or nullptr.
+  const float* in_owner_memory(size_t i) const;
   // A buffer for chunk i: a free one, else one whose writes have finished, else the latest
   // read-ahead; -1 when all are acquired or staging.
   int take_buffer(bool may_wait_writes);
@@ -135,8 +146,15 @@ class ParamSwapper {
   std::vector<int64_t> file_offset_;          // per chunk: byte offset of its read, -1 if resident
   std::vector<int64_t> read_numel_;           // per chunk: elements read (its own file: the padded chunk)
   std::vector<int64_t> lead_;                 // per chunk: elements read before its first (shard_file)
-  std::vector<uint32_t> window_crc_;          // per chunk (shard_file): the checksum being taken
-  std::vector<int64_t> window_taken_;         // per chunk (shard_file): elements of it taken so far
+  // Per chunk (shard_file): the pieces of its window's checksum taken in this pass over the shard,
+  // by element offset, and how many elements they cover.
+  struct CrcPiece {
+    int64_t offset;
+    int64_t numel;
+    uint32_t crc;
+  };
+  std::vector<std::vector<CrcPiece>> window_pieces_;
+  std::vector<int64_t> window_taken_;
   int64_t shard_numel_ = 0;
   std::vector<std::vector<float>> resident_;  // per chunk: its values when resident
   std::vector<int> buffer_of_;                // per chunk: the buffer reading, holding or staging it
