@@ -301,9 +301,10 @@ const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
 }
 
 void OptimizerSwapper::swap_out(int64_t i) {
-  // One sub-group's writes in flight at most: the slot that the reads ahead reuse is then never
-  // still being written for long.
-  wait_writes();
+  // One sub-group's writes in flight at most while a read ahead will need the previous one's slot
+  // (it is then never still being written for long); the last slots' writes all go on at once.
+  const int64_t position = position_of(i);
+  if (!keep_ || !options_.pipeline_write || position - 1 + static_cast<int64_t>(slots_.size()) < sub_groups()) wait_writes();
   const SubGroup& g = groups_[i];
   Slot& slot = slot_of(i);
   for (size_t k = 0; k < options_.names.size(); ++k)
@@ -313,7 +314,7 @@ void OptimizerSwapper::swap_out(int64_t i) {
   slot.write_done_at = writer_->queued_count();
   stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
   if (!options_.pipeline_write) wait_writes();
-  if (options_.pipeline_read) queue_reads(position_of(i) + 1, sub_groups() - 1);
+  if (options_.pipeline_read) queue_reads(position + 1, sub_groups() - 1);
 }
 
 void OptimizerSwapper::finish_step() {

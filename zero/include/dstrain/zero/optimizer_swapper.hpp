@@ -27,9 +27,9 @@
 // buffers holding what was just written, and the next step, visiting in the other direction,
 // starts with them and reads nothing of their state. Their gradients are staged straight into the
 // slots during backward (never to the file and back), their master values serve the parameter
-// swapper from memory (master_in_memory), and with pipeline_write the step does not wait for the
-// last sub-group's writes: they go on into the next forward, and whatever reads the files first
-// waits for them (fence(), read(), the next swap_in of that sub-group). Where no slot is kept (the
+// swapper from memory (master_in_memory), and with pipeline_write the step does not wait for their
+// writes: they go on into the next forward, and whatever reads the files first waits for them
+// (fence(), read(), the next swap_in of one of them). Where no slot is kept (the
 // first step, after fill() or write()), pipeline_read reads the first sub-groups' master and state
 // during backward instead (the first gradient range queues them), which the backward cannot
 // change; their gradients are staged into those slots too. Those bytes are checked against their
@@ -119,11 +119,12 @@ class OptimizerSwapper {
   // (pipeline_read), then waits for i's (queued ahead under pipeline_read). Sub-groups go in
   // step_order(); i's buffers stay valid until the step's swap_in of a sub-group sharing its slot.
   const SubGroup& swap_in(int64_t i);
-  // Queues sub-group i's writes, after waiting for the previous sub-group's; without
-  // pipeline_write, waits for them. Under pipeline_read, slots so freed take the next reads.
+  // Queues sub-group i's writes, after waiting for the previous sub-group's where a read ahead
+  // will need its slot; without pipeline_write, waits for them. Under pipeline_read, slots so
+  // freed take the next reads.
   void swap_out(int64_t i);
   // Ends the step. The sub-groups visited last stay in their slots for the next step; without
-  // pipeline_write the files hold the step's result, with it the last sub-group's writes may still
+  // pipeline_write the files hold the step's result, with it the kept sub-groups' writes may still
   // be in flight (fence() waits for them).
   void finish_step();
 

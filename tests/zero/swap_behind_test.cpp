@@ -1,0 +1,188 @@
+// The optimizer swapper between steps, with a parameter swapper reading its master file as the
+// engine wires them: with pipeline_write the kept sub-groups' writes go on after the step, and
+// whatever reads the files first waits for them (a checkpoint's read(), a write(), the parameter
+// swapper's read of a window over them); the sub-groups kept in memory hand the parameter swapper
+// their master values without a read. Every chunk gathered equals the master the step computed
+// (a plain vector beside the swappers), step after step, up and down the shard.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "dstrain/io/swap_units.hpp"
+#include "dstrain/runtime/remove_tree.hpp"
+#include "dstrain/zero/optimizer_swapper.hpp"
+#include "dstrain/zero/param_swapper.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ds::zero::OptimizerSwapper;
+using ds::zero::ParamSwapper;
+
+constexpr int64_t kShard = 10000;  // sub-groups 0..4 of 2048 elements, the last one 1808
+constexpr int64_t kSubGroup = 2048;
+constexpr int64_t kChunk = 700;    // parameter chunks: some inside a sub-group, some across two
+
+struct Scratch {
+  std::string path = (fs::temp_directory_path() / ("dstrain_swap_behind_" + std::to_string(::getpid()))).string();
+  Scratch() { fs::create_directories(path); }
+  ~Scratch() { ds::remove_tree(path); }
+};
+
+OptimizerSwapper::Options optimizer_options(const std::string& nvme, bool pipeline_write) {
+  OptimizerSwapper::Options options;
+  options.nvme_path = nvme;
+  options.names = {"master", "exp_avg"};
+  options.shard_numel = kShard;
+  options.sub_group_size = kSubGroup;
+  options.buffer_count = 9;  // 3 files x 3 slots
+  options.pipeline_read = true;
+  options.pipeline_write = pipeline_write;
+  options.gradients = true;
+  options.sum_of_squares = [](const float*, int64_t) { return 0.0; };
+  options.aio = ds::io::AioSettings{8192, 4, false, true, 2};
+  return options;
+}
+
+std::vector<ParamSwapper::Chunk> chunks() {
+  std::vector<ParamSwapper::Chunk> all;
+  for (int64_t offset = 0; offset < kShard; offset += kChunk) all.push_back({offset, std::min(kChunk, kShard - offset)});
+  return all;
+}
+
+// The parameter swapper on the optimizer's master file; `in_memory` also takes the kept sub-groups.
+std::unique_ptr<ParamSwapper> param_swapper(OptimizerSwapper& optimizer, bool in_memory) {
+  ParamSwapper::Options options;
+  options.nvme_path = fs::path(optimizer.folder()).parent_path().string();
+  options.shard_file = optimizer.path_of(0);
+  options.chunks = chunks();
+  options.buffer_count = 2;
+  options.buffer_size = kChunk;
+  options.aio = ds::io::AioSettings{8192, 4, false, true, 2};
+  options.before_read = [&optimizer](int64_t offset, int64_t count) { optimizer.fence(offset, count); };
+  if (in_memory)
+    options.in_memory = [&optimizer](int64_t offset, int64_t count) { return optimizer.master_in_memory(offset, count); };
+  return std::make_unique<ParamSwapper>(std::move(options));
+}
+
+// A backward (gradient `delta` everywhere) and a step (master += gradient) in the swapper's step
+// order, each sub-group's new master values handed to `params` as the engine's refresh does.
+void step(OptimizerSwapper& optimizer, ParamSwapper* params, std::vector<float>& master, float delta) {
+  const std::vector<float> gradients(kShard, delta);
+  optimizer.write_gradients(gradients.data(), 0, kShard, true);
+  optimizer.finish_gradients();
+  for (int64_t k = 0; k < optimizer.sub_groups(); ++k) {
+    const int64_t i = optimizer.step_order(k);
+    const OptimizerSwapper::SubGroup& g = optimizer.swap_in(i);
+    for (int64_t j = 0; j < g.numel; ++j) {
+      REQUIRE(g.state[0][j] == master[g.offset + j]);
+      g.state[0][j] = master[g.offset + j] = master[g.offset + j] + g.gradients[j];
+    }
+    optimizer.swap_out(i);
+    if (params) params->store_range(g.state[0], g.offset, g.numel);
+  }
+  optimizer.finish_step();
+  if (params) params->finish_writes();
+}
+
+int64_t window_bytes(const ParamSwapper::Chunk& c) {
+  return (ds::io::round_up(c.shard_offset + c.numel, 1024) - c.shard_offset / 1024 * 1024) * 4;
+}
+
+}  // namespace
+
+TEST_CASE("the kept sub-groups' writes go on after the step; a read or a write of their files waits for them",
+          "[zero][swap]") {
+  Scratch scratch;
+  const bool pipeline_write = GENERATE(false, true);
+  CAPTURE(pipeline_write);
+  OptimizerSwapper optimizer(optimizer_options(scratch.path, pipeline_write));
+  std::vector<float> master(kShard);
+  optimizer.fill(0, [&](int64_t offset, int64_t count, float* dst) {
+    for (int64_t j = 0; j < count; ++j) dst[j] = master[offset + j] = 0.5f * float(offset + j);
+  });
+  step(optimizer, nullptr, master, 1.0f);  // up the shard: sub-groups 2-4 kept, written last
+  CHECK(optimizer.writes_in_flight() == (pipeline_write ? 3 : 0));
+  optimizer.fence(0, 2 * kSubGroup);  // sub-groups 0 and 1 are not being written
+  CHECK(optimizer.writes_in_flight() == (pipeline_write ? 3 : 0));
+  // A checkpoint's read of the master: the step's values.
+  std::vector<float> file(kShard);
+  optimizer.read(0, 0, file.data(), kShard);
+  CHECK(optimizer.writes_in_flight() == 0);
+  CHECK(file == master);
+
+  step(optimizer, nullptr, master, 2.0f);  // down the shard: sub-groups 2-0 written last
+  CHECK(optimizer.writes_in_flight() == (pipeline_write ? 3 : 0));
+  // A checkpoint's load rewrites part of it: after the write behind, never before.
+  const std::vector<float> loaded(100, -1.0f);
+  optimizer.write(0, 50, loaded.data(), 100);
+  CHECK(optimizer.writes_in_flight() == 0);
+  std::copy(loaded.begin(), loaded.end(), master.begin() + 50);
+  optimizer.read(0, 0, file.data(), kShard);
+  CHECK(file == master);
+  step(optimizer, nullptr, master, 3.0f);  // every sub-group read again, the rewritten one checked anew
+  optimizer.read(0, 0, file.data(), kShard);
+  CHECK(file == master);
+}
+
+TEST_CASE("the parameter swapper reads the step's master values: from the kept sub-groups, or after the writes behind",
+          "[zero][swap]") {
+  Scratch scratch;
+  OptimizerSwapper optimizer(optimizer_options(scratch.path, true));
+  std::vector<float> master(kShard);
+  optimizer.fill(0, [&](int64_t offset, int64_t count, float* dst) {
+    for (int64_t j = 0; j < count; ++j) dst[j] = master[offset + j] = 0.25f * float(offset + j);
+  });
+  const std::vector<ParamSwapper::Chunk> all = chunks();
+
+  SECTION("a read that meets the writes behind waits for them") {
+    auto params = param_swapper(optimizer, false);
+    params->store_range(master.data(), 0, kShard);
+    for (int s = 0; s < 4; ++s) {
+      CAPTURE(s);
+      step(optimizer, params.get(), master, float(s + 1));
+      // The last three sub-groups of the step, up the shard (2-4) or down (0-2), are still being written.
+      const int64_t behind = s % 2 == 0 ? optimizer.sub_groups() - 3 : 0;
+      REQUIRE(optimizer.writes_in_flight() == 3);
+      for (size_t n = 0; n < all.size(); ++n) {
+        const ParamSwapper::Chunk& c = all[n];
+        const int64_t window_begin = c.shard_offset / 1024 * 1024;
+        const int64_t window_end = ds::io::round_up(c.shard_offset + c.numel, 1024);
+        const bool meets = window_begin < std::min(kShard, (behind + 3) * kSubGroup) && behind * kSubGroup < window_end;
+        const int64_t before = optimizer.writes_in_flight();
+        const float* values = params->acquire(n);
+        for (int64_t j = 0; j < c.numel; ++j) REQUIRE(values[j] == master[c.shard_offset + j]);
+        params->release(n);
+        if (before > 0 && !meets) CHECK(optimizer.writes_in_flight() == 3);  // only a window over them waits
+      }
+      CHECK(optimizer.writes_in_flight() == 0);
+    }
+  }
+
+  SECTION("a chunk inside a kept sub-group comes from memory") {
+    auto params = param_swapper(optimizer, true);
+    params->store_range(master.data(), 0, kShard);
+    for (int s = 0; s < 4; ++s) {
+      CAPTURE(s);
+      step(optimizer, params.get(), master, float(s + 1));
+      params->take_stats();
+      // Kept: the last three sub-groups the step visited (2-4 up the shard, 0-2 down).
+      const int64_t first_kept = s % 2 == 0 ? optimizer.sub_groups() - 3 : 0;
+      int64_t read_bytes = 0;
+      for (size_t n = 0; n < all.size(); ++n) {
+        const ParamSwapper::Chunk& c = all[n];
+        const int64_t group = c.shard_offset / kSubGroup;
+        const bool kept = group >= first_kept && group < first_kept + 3 && (c.shard_offset + c.numel - 1) / kSubGroup == group;
+        const float* values = params->acquire(n);
+        CHECK((values == optimizer.master_in_memory(c.shard_offset, c.numel)) == kept);
+        for (int64_t j = 0; j < c.numel; ++j) REQUIRE(values[j] == master[c.shard_offset + j]);
+        params->release(n);
+        if (!kept) read_bytes += window_bytes(c);
+      }
+      CHECK(params->take_stats().read_bytes == read_bytes);
+    }
+  }
+}
