@@ -16,6 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "dstrain/comm/mpi_backend.hpp"
+#include "dstrain/comm/tcp_ring.hpp"
 
 namespace ds::comm {
 
@@ -47,6 +48,8 @@ struct MpiBackend::Impl {
   // Waits for a request that is not a checked collective (point to point, later phases of a call).
   void wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
             const char* mpi_call);
+  // Waits for call number `call`'s job on the TCP ring; throws why it failed.
+  void wait(TcpRing::Job& job, int64_t call);
   void check_usable(const char* collective) const;
   // MPI can use this tensor's memory as it is (CPU, or CUDA with CUDA-aware MPI).
   bool reachable(const at::Tensor& tensor) const;
@@ -69,6 +72,8 @@ struct MpiBackend::Impl {
   // Sum, Max, Min on bfloat16 and on float16: MPI has no 16-bit floating types of its own.
   std::array<MPI_Op, 3> bfloat16_ops_;
   std::array<MPI_Op, 3> float16_ops_;
+  // Where set, float all-reduces go over it (comm/src/mpi_tcp_ring.hpp).
+  std::unique_ptr<TcpRing> ring_;
   // compressed_allreduce's padded copy and packed signs, kept between calls: fresh allocations
   // of this size come from mmap and would page-fault on every call.
   at::Tensor compression_scratch_;

@@ -9,6 +9,8 @@
 #   link    node2's cable is pulled at the switch after step 3
 #   freeze  every process of node2 (its ranks and its Open MPI daemon) gets SIGSTOP after step 3
 #   kill    node2's ranks get SIGKILL after step 3
+#   ring-link  4 nodes of 1 rank, whose all-reduces go over dstrain's TCP ring (comm/tcp_ring.hpp):
+#           node2's cable is pulled after step 3, with the ring's thread waiting on it
 # For the three faults: every surviving rank stops and mpirun exits non-zero within --comm-timeout
 # + 30 s, and the output names the rank, the host and, where a collective timed out, the collective.
 set -euo pipefail
@@ -22,6 +24,8 @@ ip netns add "$probe" 2> /dev/null || skip "this process cannot create network n
 ip netns del "$probe"
 
 name=c${mode:0:5}
+nodes=2 per_node=2
+[ "$mode" != ring-link ] || { nodes=4 per_node=1 name=cring; }
 cluster() { "$source/scripts/cluster.sh" --name "$name" "$@"; }
 work=$(mktemp -d)
 launcher=""
@@ -32,7 +36,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cluster down
-cluster up 2 --rate 1gbit
+cluster up "$nodes" --slots "$per_node" --rate 1gbit
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The dstrain ranks on a node: processes in its network namespace.
@@ -58,18 +62,18 @@ wait_for_step() {
 steps=$([ "$mode" = train ] && echo 20 || echo 100000)
 read -r tx1 rx1 <<< "$(link_bytes node1)"
 read -r tx2 rx2 <<< "$(link_bytes node2)"
-cluster run -- mpirun -np 4 --bind-to none "$dstrain" --config "$source/configs/default.json" \
+cluster run -- mpirun -np $((nodes * per_node)) --bind-to none "$dstrain" --config "$source/configs/default.json" \
   --steps "$steps" --comm-timeout "$timeout_s" --metrics "$work/metrics.jsonl" > "$work/out.log" 2>&1 &
 launcher=$!
 wait_for_step 2
 
 fail=0
-for node in node1 node2; do
+for node in $(seq -f node%g "$nodes"); do
   mapfile -t pids < <(ranks_on "$node")
-  [ ${#pids[@]} -eq 2 ] || { echo "$node runs ${#pids[@]} dstrain ranks, expected 2"; fail=1; }
+  [ ${#pids[@]} -eq "$per_node" ] || { echo "$node runs ${#pids[@]} dstrain ranks, expected $per_node"; fail=1; }
   for pid in "${pids[@]}"; do
     rank=$(rank_of "$pid") host=$(nsenter -t "$pid" -u hostname)
-    expected=node$((rank / 2 + 1))
+    expected=node$((rank / per_node + 1))
     echo "rank $rank: pid $pid, host $host"
     [ "$host" = "$expected" ] || { echo "rank $rank reports host $host, expected $expected"; fail=1; }
   done
@@ -101,6 +105,10 @@ wait_for_step 3
 survivors=$(ranks_on node1)
 case $mode in
   link) survivors="$survivors $(ranks_on node2)"; cluster link node2 down ;;
+  ring-link)
+    grep -q "every rank is alone on its node: .* go over dstrain's TCP ring" "$work/out.log" ||
+      { cat "$work/out.log"; echo "the ring is not in use"; exit 1; }
+    survivors="$(ranks_on node2) $(ranks_on node3) $(ranks_on node4) $survivors"; cluster link node2 down ;;
   freeze) cluster freeze node2 ;;
   kill) cluster kill node2 ;;
   *) echo "unknown mode $mode"; exit 2 ;;
@@ -130,6 +138,9 @@ echo "$mode: mpirun exited $rc, $seconds s after the fault (--comm-timeout $time
 [ $rc -ne 0 ] || { echo "mpirun exited 0"; exit 1; }
 if [ "$mode" = kill ]; then
   expected="process rank [23] with PID [0-9]+ on node node2 exited on signal 9"
+elif [ "$mode" = ring-link ]; then
+  # The all-reduce's argument check (over Open MPI) or the ring itself is what times out.
+  expected="error: all_reduce( over the TCP ring)? \(call #[0-9]+ of group world\) timed out after $timeout_s s on rank [023] \(host node[134]\); never arrived: .*rank 1 .*host node2"
 else
   expected="error: [a-z_]+ \(call #[0-9]+ of group world\) timed out after $timeout_s s on rank [01] \(host node1\); never arrived: rank 2 .*host node2"
 fi

@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "dstrain/comm/distributed.hpp"
@@ -212,6 +214,48 @@ TEST_CASE("test() alone carries asynchronous collectives to completion", "[mpi]"
   for (int r = 0; r < w; ++r) CHECK(at::equal(gathered.narrow(0, r * 1001, 1001), seeded_tensor(seed_of(56, r), 1001)));
   const at::Tensor scatter_sum = expected_reduction(57, w * 1001, at::kFloat, ReduceOp::Sum, w);
   CHECK(close(scattered, scatter_sum.narrow(0, world.rank() * 1001, 1001), 1e-5, 1e-6));
+}
+
+TEST_CASE("float sums and averages of 64 KiB and more take the TCP ring where DSTRAIN_ALLREDUCE=ring, the rest Open MPI's",
+          "[mpi]") {
+  // Registered with and without the variable (tests/comm/CMakeLists.txt); on one machine "auto"
+  // keeps Open MPI's, since the ranks share the node.
+  const char* choice = std::getenv("DSTRAIN_ALLREDUCE");
+  const bool ring = choice && std::string(choice) == "ring";
+  Backend& world = ds::comm::world();
+  ds::comm::CommsLoggerSettings on;
+  on.enabled = true;
+  world.comms_logger().configure(on);
+  const int64_t n = (int64_t{1} << 20) + 5;
+  at::Tensor summed = seeded_tensor(seed_of(60, world.rank()), n);
+  at::Tensor averaged = seeded_tensor(seed_of(61, world.rank()), 8193, at::kDouble);  // 64 KiB + 8: the ring's least
+  at::Tensor small = seeded_tensor(seed_of(63, world.rank()), 8191, at::kDouble);     // 64 KiB - 8: Open MPI's
+  at::Tensor maxed = seeded_tensor(seed_of(62, world.rank()), 998);
+  at::Tensor counts = at::full({997}, int64_t{world.rank()}, at::kLong);
+  world.all_reduce(summed);
+  world.all_reduce(averaged, ReduceOp::Avg);
+  world.all_reduce(small);
+  world.all_reduce(maxed, ReduceOp::Max);
+  world.all_reduce(counts);
+  const auto rows = world.comms_logger().summary();
+  world.comms_logger().configure({});
+  const int w = world.world_size();
+  CHECK(close(summed, expected_reduction(60, n, at::kFloat, ReduceOp::Sum, w), 1e-5, 1e-6));
+  CHECK(close(averaged, expected_reduction(61, 8193, at::kDouble, ReduceOp::Avg, w), 1e-12, 1e-12));
+  CHECK(close(small, expected_reduction(63, 8191, at::kDouble, ReduceOp::Sum, w), 1e-12, 1e-12));
+  CHECK(equal_exactly(maxed, expected_reduction(62, 998, at::kFloat, ReduceOp::Max, w)));
+  CHECK(at::equal(counts, at::full({997}, int64_t{w * (w - 1) / 2}, at::kLong)));
+  auto algorithm_of = [&](int64_t bytes) {
+    for (const auto& row : rows)
+      if (row.op == "all_reduce" && row.bytes == bytes) return row.algorithm;
+    return std::string("not recorded");
+  };
+  const std::string mpi = "MPI_Iallreduce (8 MiB pieces)";
+  CHECK(algorithm_of(n * 4) == (ring ? "TCP ring" : mpi));
+  CHECK(algorithm_of(8193 * 8) == (ring ? "TCP ring" : mpi));
+  CHECK(algorithm_of(8191 * 8) == mpi);
+  CHECK(algorithm_of(998 * 4) == mpi);
+  CHECK(algorithm_of(997 * 8) == mpi);
 }
 
 TEST_CASE("all_gather with equal and with unequal sizes per rank", "[mpi]") {
