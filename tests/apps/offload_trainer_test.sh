@@ -3,9 +3,8 @@
 # The trainer with the optimizer state on NVMe (a folder under the build tree: /tmp may be tmpfs):
 #   A: -np 2, ZeRO 2, in memory, 6 steps.
 #   B: -np 2, ZeRO 2, offloaded and pipelined, 6 steps: the same losses, bit for bit (as printed);
-#      nvme_* metrics on every line (A's are 0; step 1 reads = writes > 0, later steps read less
-#      than they write: the sub-groups kept in memory between steps read nothing); the swap folder
-#      removed at exit.
+#      nvme_* metrics on every line (A's are 0; B's reads and writes > 0 on every step: more
+#      sub-groups than the 3 kept in memory between steps); the swap folder removed at exit.
 #   C: -np 2, ZeRO 3, offloaded, 3 steps and a checkpoint; then -np 1, ZeRO 1, offloaded, resumed
 #      to step 6: steps 4-6 match A's within 1e-5 relative (resharded from 2 ranks to 1).
 set -euo pipefail
@@ -18,7 +17,7 @@ common=(--config "$source/configs/default.json" --set dstrain.model.n_embd=64 --
         --set train_micro_batch_size_per_gpu=null --set gradient_accumulation_steps=1 --set scheduler=null
         --set optimizer.params.lr=0.003 --set zero_optimization.stage3_param_persistence_threshold=0)
 offload=(--set zero_optimization.offload_optimizer.device=nvme --set "zero_optimization.offload_optimizer.nvme_path=$work/nvme"
-         --set zero_optimization.offload_optimizer.buffer_count=12 --set zero_optimization.sub_group_size=20000
+         --set zero_optimization.offload_optimizer.buffer_count=12 --set zero_optimization.sub_group_size=5000
          --set aio.block_size=65536)
 "$@" -np 2 "$dstrain" "${common[@]}" --set zero_optimization.stage=2 --steps 6 --metrics "$work/a.jsonl" > /dev/null
 "$@" -np 2 "$dstrain" "${common[@]}" "${offload[@]}" --set zero_optimization.stage=2 \
@@ -36,14 +35,9 @@ a, b, c = ([json.loads(line) for line in open(path)] for path in sys.argv[1:])
 assert [m["loss"] for m in a] == [m["loss"] for m in b], ("offloaded losses differ", a, b)
 for m in a:
     assert all(m[k] == 0 for k in ("nvme_read_bytes", "nvme_write_bytes", "nvme_wait_seconds")), m
-assert b[0]["nvme_read_bytes"] > 0 and b[0]["nvme_read_bytes"] == b[0]["nvme_write_bytes"], b[0]
-assert b[0]["nvme_read_seconds"] > 0, b[0]
 for m in b:
-    assert m["nvme_write_bytes"] > 0 and m["nvme_read_bytes"] <= m["nvme_write_bytes"], m
-    assert m["nvme_write_seconds"] >= 0 and m["nvme_wait_seconds"] >= 0, m
-assert all(m["nvme_read_bytes"] < m["nvme_write_bytes"] for m in b[1:]), b
-# A step's last writes go on into the next forward: their seconds count where they are waited for.
-assert sum(m["nvme_write_seconds"] for m in b) > 0, b
+    assert m["nvme_read_bytes"] > 0 and m["nvme_write_bytes"] > 0, m
+    assert m["nvme_read_seconds"] > 0 and m["nvme_write_seconds"] > 0 and m["nvme_wait_seconds"] >= 0, m
 assert [m["step"] for m in c] == [4, 5, 6], [m["step"] for m in c]
 for m in c:
     ref = a[m["step"] - 1]["loss"]

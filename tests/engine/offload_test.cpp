@@ -174,7 +174,8 @@ int64_t param_window_bytes(int64_t max_in_cpu,
 // the step before, or (the first step, pipeline_read) their state read during its backward.
 // Those read nothing in the step and their gradients never go to the file; every other sub-group
 // reads its state and its gradient, whose pages each reducing backward writes and each one after
-// the first reads back before adding to them. Every sub-group's state is written back.
+// the first reads back before adding to them. Every sub-group's state is written back, but for the
+// last min(slots, sub-groups) the step visits: kept for the next step, they are written there.
 ds::io::SwapStats optimizer_swap_bytes(const Offload& offload, int steps, int reductions) {
   const int64_t shard = shard_numel();
   const int64_t group = round_up(offload.sub_group_size, 1024);
@@ -186,7 +187,7 @@ ds::io::SwapStats optimizer_swap_bytes(const Offload& offload, int steps, int re
     for (int64_t k = 0; k < groups; ++k) {
       const int64_t j = t % 2 == 0 ? k : groups - 1 - k;
       const int64_t block = round_up(std::min(group, shard - j * group), 1024) * 4;
-      bytes.write_bytes += files * block;
+      if (k < groups - std::min(slots, groups)) bytes.write_bytes += files * block;
       if ((t > 0 || offload.pipeline_read) && k < slots) {
         if (t == 0) bytes.read_bytes += files * block;  // read during the first backward
         continue;
@@ -504,17 +505,19 @@ TEST_CASE("swap read seconds exclude the caller's time between queueing a read a
     options.nvme_path = nvme;
     options.rank = ds::comm::get_rank();
     options.names = {"master"};
-    options.shard_numel = 2 * kNumel;
+    options.shard_numel = 4 * kNumel;  // sub-group 0 written back (the last three are kept unwritten)
     options.sub_group_size = kNumel;
-    options.buffer_count = 2;
-    options.pipeline_read = true;
+    options.buffer_count = 3;
+    options.pipeline_read = options.pipeline_write = true;
     ds::zero::OptimizerSwapper swapper(options);
-    swapper.swap_in(0);  // queues sub-group 1's read
-    swapper.swap_out(0);
-    swapper.take_stats();  // its bytes were counted when it was queued, its seconds are not yet
+    swapper.swap_in(0);  // queues sub-groups 1 and 2's reads
+    swapper.swap_out(0);  // queues 0's write
+    swapper.take_stats();  // their bytes were counted when they were queued, their seconds are not yet
     std::this_thread::sleep_for(kElsewhere);
-    swapper.swap_in(1);
-    swapper.swap_out(1);
+    for (int64_t i = 1; i < 4; ++i) {
+      swapper.swap_in(i);
+      swapper.swap_out(i);  // 1: waits for 0's write, whose slot 3 is read into
+    }
     swapper.finish_step();
     const ds::io::SwapStats stats = swapper.take_stats();
     CHECK(stats.read_seconds > 0);

@@ -141,12 +141,12 @@ std::string OptimizerSwapper::block_name(size_t file, int64_t i) const {
 void OptimizerSwapper::free_slot(Slot& slot) {
   slot.group = -1;
   slot.state_read_at = slot.gradient_read_at = 0;
-  slot.kept = slot.gradient_here = slot.stepped = false;
+  slot.kept = slot.unwritten = slot.gradient_here = slot.stepped = false;
   slot.gradient_staged = 0;
 }
 
 void OptimizerSwapper::release_if_done(Slot& slot) {
-  if (slot.group >= 0 && slot.stepped && slot.write_done_at == 0 && slot.group != in_use_) free_slot(slot);
+  if (slot.group >= 0 && slot.stepped && !slot.unwritten && slot.write_done_at == 0 && slot.group != in_use_) free_slot(slot);
 }
 
 void OptimizerSwapper::queue_reads(int64_t first, int64_t last) {
@@ -224,6 +224,8 @@ void OptimizerSwapper::wait_reads(int64_t i) {
 
 void OptimizerSwapper::drop_slots() {
   stats_.read_seconds += io::wait_counted(*reader_, stats_);
+  for (Slot& slot : slots_)
+    if (slot.unwritten) write_back(slot);
   wait_writes();
   for (Slot& slot : slots_) {
     if (slot.group >= 0 && slot.gradient_here) {
@@ -264,14 +266,20 @@ std::string OptimizerSwapper::page_name(int64_t page) const {
 }
 
 void OptimizerSwapper::wait_writes() {
-  if (writes_in_flight() == 0) return;
+  if (std::none_of(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.write_done_at > 0; })) return;
   stats_.write_seconds += io::wait_counted(*writer_, stats_);
   // The slots stay filled (the step may keep them) until a read needs them (queue_reads).
   for (Slot& slot : slots_) slot.write_done_at = 0;
 }
 
-int64_t OptimizerSwapper::writes_in_flight() const {
-  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.write_done_at > 0; });
+void OptimizerSwapper::write_back(Slot& slot) {
+  const SubGroup& g = groups_[slot.group];
+  for (size_t k = 0; k < options_.names.size(); ++k)
+    writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
+                          &written_crc_[k][slot.group]);
+  slot.write_done_at = writer_->queued_count();
+  slot.unwritten = false;
+  stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
 }
 
 const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
@@ -286,11 +294,10 @@ const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
     if (slot.group >= 0 && slot.gradient_here && !slot.stepped)
       throw Error("offload_optimizer: internal error, sub-group " + std::to_string(slot.group) +
                   "'s gradient held in the slot that sub-group " + std::to_string(i) + " needs");
+    if (slot.unwritten) write_back(slot);
     wait_writes();
     if (slot.group >= 0) stats_.read_seconds += io::wait_counted(*reader_, stats_);
     free_slot(slot);
-  } else if (slot.write_done_at > 0) {
-    wait_writes();  // kept from the last step with its writes behind: the kernel changes these buffers next
   }
   // The reads ahead go behind i's on the handle, so they do not delay it.
   const int64_t position = position_of(i);
@@ -304,24 +311,24 @@ void OptimizerSwapper::swap_out(int64_t i) {
   // One sub-group's writes in flight at most while a read ahead will need the previous one's slot
   // (it is then never still being written for long); the last slots' writes all go on at once.
   const int64_t position = position_of(i);
-  if (!keep_ || !options_.pipeline_write || position - 1 + static_cast<int64_t>(slots_.size()) < sub_groups()) wait_writes();
-  const SubGroup& g = groups_[i];
+  const int64_t slots = static_cast<int64_t>(slots_.size());
+  if (!keep_ || position - 1 + slots < sub_groups()) wait_writes();
   Slot& slot = slot_of(i);
-  for (size_t k = 0; k < options_.names.size(); ++k)
-    writer_->async_pwrite(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
-                          &written_crc_[k][i]);
   slot.stepped = true;
-  slot.write_done_at = writer_->queued_count();
-  stats_.write_bytes += static_cast<int64_t>(options_.names.size()) * padded(g.numel) * sizeof(float);
-  if (!options_.pipeline_write) wait_writes();
+  if (keep_ && position >= sub_groups() - slots) {
+    slot.unwritten = true;  // the next step starts with it: written once it has stepped it again
+  } else {
+    write_back(slot);
+    if (!options_.pipeline_write) wait_writes();
+  }
   if (options_.pipeline_read) queue_reads(position + 1, sub_groups() - 1);
 }
 
 void OptimizerSwapper::finish_step() {
   stats_.read_seconds += io::wait_counted(*reader_, stats_);
-  if (!keep_) wait_writes();
-  // The slots of the sub-groups visited last hold what was just written: the next step, in the
-  // other direction, starts with them.
+  wait_writes();  // the files hold the step's result, but for the kept sub-groups
+  // The slots of the sub-groups visited last hold their new values, unwritten: the next step, in
+  // the other direction, starts with them.
   for (Slot& slot : slots_) {
     if (keep_ && slot.group >= 0 && slot.stepped) {
       slot.stepped = false;
@@ -347,12 +354,17 @@ const float* OptimizerSwapper::master_in_memory(int64_t offset, int64_t count) c
   return g.state[0] + (offset - g.offset);
 }
 
-void OptimizerSwapper::fence(int64_t offset, int64_t count) {
+bool OptimizerSwapper::overlay_unwritten(size_t name, int64_t offset, int64_t count, float* dst) const {
+  bool any = false;
   for (const Slot& slot : slots_) {
-    if (slot.write_done_at == 0) continue;
+    if (!slot.unwritten) continue;
     const SubGroup& g = groups_[slot.group];
-    if (offset < g.offset + g.numel && g.offset < offset + count) return wait_writes();
+    const int64_t lo = std::max(offset, g.offset), hi = std::min(offset + count, g.offset + g.numel);
+    if (lo >= hi) continue;
+    std::copy(g.state[name] + (lo - g.offset), g.state[name] + (hi - g.offset), dst + (lo - offset));
+    any = true;
   }
+  return any;
 }
 
 OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool overwrite) {
@@ -506,8 +518,8 @@ void OptimizerSwapper::fill(size_t name, const std::function<void(int64_t, int64
 
 void OptimizerSwapper::read(size_t name, int64_t offset, float* dst, int64_t count) {
   if (count <= 0) return;
-  fence(offset, count);
   reader_->sync_pread(dst, count * sizeof(float), path_of(name), offset * sizeof(float));
+  overlay_unwritten(name, offset, count, dst);
 }
 
 void OptimizerSwapper::write(size_t name, int64_t offset, const float* src, int64_t count) {

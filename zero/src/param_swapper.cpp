@@ -167,7 +167,6 @@ bool ParamSwapper::read_ahead(size_t i) {
     if (buffers_[k].state == State::Free) b = static_cast<int>(k);
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
-  if (options_.before_read) options_.before_read(file_offset_[i] / static_cast<int64_t>(sizeof(float)), read_numel_[i]);
   reader_->async_pread(buffer.data, read_numel_[i] * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
   buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;
@@ -316,6 +315,10 @@ void ParamSwapper::wait_reads(int b) {
   for (Buffer& buffer : buffers_)
     if (buffer.state == State::Reading && !buffer.checked && buffer.read_done_at <= count) {
       const size_t i = buffer.param;
+      // The owner's newer values over the file's: the window checked is the one handed out.
+      const int64_t bytes = read_numel_[i] * static_cast<int64_t>(sizeof(float));
+      if (options_.after_read && options_.after_read(file_offset_[i] / static_cast<int64_t>(sizeof(float)), read_numel_[i], buffer.data))
+        buffer.read_crc = io::crc32c(0, buffer.data, bytes);
       io::check_swap_block(written_crc_[i], buffer.read_crc, path(), file_offset_[i],
                            read_numel_[i] * static_cast<int64_t>(sizeof(float)), chunk_name(i), options_.rank);
       buffer.checked = true;

@@ -56,7 +56,9 @@ std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, con
   if (master) {
     options.shard_file = master->path_of(0);
     options.in_memory = [master](int64_t offset, int64_t count) { return master->master_in_memory(offset, count); };
-    options.before_read = [master](int64_t offset, int64_t count) { master->fence(offset, count); };
+    options.after_read = [master](int64_t offset, int64_t count, float* dst) {
+      return master->overlay_unwritten(0, offset, count, dst);
+    };
   }
   options.rank = layout.rank();
   for (size_t i = 0; i < layout.size(); ++i) options.chunks.push_back({layout.slot(i).shard_offset, layout.slot(i).chunk});

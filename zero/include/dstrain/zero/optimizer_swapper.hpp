@@ -23,13 +23,13 @@
 // for the next reads never waits for the previous writes, and a wait for sub-group i's reads never
 // waits for the reads queued after them.
 //
-// The slots are not emptied between steps: the sub-groups a step visits last stay in them, their
-// buffers holding what was just written, and the next step, visiting in the other direction,
-// starts with them and reads nothing of their state. Their gradients are staged straight into the
-// slots during backward (never to the file and back), their master values serve the parameter
-// swapper from memory (master_in_memory), and with pipeline_write the step does not wait for their
-// writes: they go on into the next forward, and whatever reads the files first waits for them
-// (fence(), read(), the next swap_in of one of them). Where no slot is kept (the
+// The slots are not emptied between steps: the sub-groups a step visits last stay in them, and
+// the next step, visiting in the other direction, starts with them and reads nothing of their
+// state. They are not written back either until the next step has stepped them again and needs
+// their slots: between steps their buffers hold values newer than the files, which read()
+// overlays on what it reads (overlay_unwritten() for other readers of the files). Their gradients
+// are staged straight into the slots during backward (never to the file and back), and their
+// master values serve the parameter swapper from memory (master_in_memory). Where no slot is kept (the
 // first step, after fill() or write()), pipeline_read reads the first sub-groups' master and state
 // during backward instead (the first gradient range queues them), which the backward cannot
 // change; their gradients are staged into those slots too. Those bytes are checked against their
@@ -120,23 +120,21 @@ class OptimizerSwapper {
   // step_order(); i's buffers stay valid until the step's swap_in of a sub-group sharing its slot.
   const SubGroup& swap_in(int64_t i);
   // Queues sub-group i's writes, after waiting for the previous sub-group's where a read ahead
-  // will need its slot; without pipeline_write, waits for them. Under pipeline_read, slots so
-  // freed take the next reads.
+  // will need its slot; without pipeline_write, waits for them. The step's last sub-groups (one
+  // per slot) are kept unwritten for the next step instead. Under pipeline_read, slots so freed
+  // take the next reads.
   void swap_out(int64_t i);
-  // Ends the step. The sub-groups visited last stay in their slots for the next step; without
-  // pipeline_write the files hold the step's result, with it the kept sub-groups' writes may still
-  // be in flight (fence() waits for them).
+  // Ends the step. The sub-groups visited last stay in their slots, unwritten, for the next step;
+  // the files hold the step's result elsewhere.
   void finish_step();
 
-  // Between steps: the master values of shard elements [offset, offset + count) where a slot
-  // holds them (the files' values, or those being written), else nullptr. Valid until the next
-  // swap_in, fill() or write().
+  // Between steps: the master values of shard elements [offset, offset + count) where one kept
+  // sub-group holds them all, else nullptr. Valid until the next swap_in, fill() or write().
   const float* master_in_memory(int64_t offset, int64_t count) const;
-  // Waits for the writes in flight over shard elements [offset, offset + count), before their
-  // files are read by anything but this swapper (the parameter swapper reading master.swp).
-  void fence(int64_t offset, int64_t count);
-  // Sub-groups whose writes were queued and not yet waited for.
-  int64_t writes_in_flight() const;
+  // Copies over dst, which holds elements [offset, offset + count) of file `name` as read from it
+  // outside a step, the values that kept sub-groups hold and the file does not yet (the parameter
+  // swapper reading master.swp). Whether there were any.
+  bool overlay_unwritten(size_t name, int64_t offset, int64_t count, float* dst) const;
 
   // Gradient ranges from the reducer during backward: shard elements [offset, offset + count) are
   // set to `values` (overwrite) or have them added (the file's values read back first). Ranges of
@@ -155,8 +153,9 @@ class OptimizerSwapper {
   // elements [offset, offset + count) into dst (a swap buffer), which then goes out O_DIRECT.
   void fill(size_t name, const std::function<void(int64_t offset, int64_t count, float* dst)>& produce);
   // Synchronous access to elements [offset, offset + count) of one file, outside a step
-  // (checkpoints), after the writes in flight over them. Any buffer; unaligned pieces go through
-  // the page cache. write() (and fill()) empty the slots: what they held is read again.
+  // (checkpoints): read() with the kept sub-groups' values over the file's. Any buffer; unaligned
+  // pieces go through the page cache. write() (and fill()) write the kept sub-groups back and
+  // empty the slots: what they held is read again.
   void read(size_t name, int64_t offset, float* dst, int64_t count);
   void write(size_t name, int64_t offset, const float* src, int64_t count);
 
@@ -183,6 +182,7 @@ class OptimizerSwapper {
     int64_t state_read_at = 0;
     int64_t gradient_read_at = 0;
     bool kept = false;           // holds the last step's values of its sub-group: nothing to read
+    bool unwritten = false;      // holds values its files do not: written when the slot is needed
     bool gradient_here = false;  // the sub-group's gradient is staged here, or queued to be read here
     int64_t gradient_staged = 0;  // elements staged here in this backward
     bool stepped = false;          // swap_out queued its writes in this step
@@ -196,6 +196,8 @@ class OptimizerSwapper {
   const Slot& slot_of(int64_t i) const { return slots_[static_cast<size_t>(i) % slots_.size()]; }
   int64_t position_of(int64_t i) const { return descending_ ? sub_groups() - 1 - i : i; }
   void free_slot(Slot& slot);
+  // Queues the writes of the slot's sub-group, from its buffers, to every file of its state.
+  void write_back(Slot& slot);
   // The slot is free again once its sub-group was written and the caller has moved past it.
   void release_if_done(Slot& slot);
   // Queues the reads of the sub-groups at step positions first..last that their slots let in, in
@@ -207,8 +209,8 @@ class OptimizerSwapper {
   // Waits for sub-group i's reads (and those queued before them) and checks every block read
   // against its checksum.
   void wait_reads(int64_t i);
-  // Waits for every transfer and empties the slots (before a file is written outside a step);
-  // gradients held in slots go to the gradient's file.
+  // Writes the kept sub-groups back, waits for every transfer and empties the slots (before a
+  // file is written outside a step); gradients held in slots go to the gradient's file.
   void drop_slots();
   std::string block_name(size_t file, int64_t i) const;
   int64_t page_of(int64_t offset) const;  // the page holding shard element `offset`

@@ -29,10 +29,10 @@
 // nothing. A chunk there starts and ends mid-page, so its read is the 4096-aligned window around
 // it, and the buffer hands out the chunk from inside the window. store_range then only takes the
 // CRC-32C of each window from the values as they pass (the bytes the file's owner writes), which
-// every read is checked against as before. The owner may hold parts of the shard in memory and
-// write them back behind the reads (OptimizerSwapper between steps): a chunk it holds whole is
-// handed out from there (nothing read), and any other read first waits for the owner's writes
-// over its window.
+// every read is checked against as before. The owner may hold parts of the shard in memory, newer
+// than the file (OptimizerSwapper between steps): a chunk it holds whole is handed out from there
+// (nothing read), and a window read from the file gets the owner's newer values copied over it
+// before it is checked.
 #pragma once
 
 #include <cstdint>
@@ -65,10 +65,11 @@ class ParamSwapper {
     // padded with zeros to 4096 bytes), kept current by its owner: chunks are read from it.
     std::string shard_file;
     // With a shard_file, from its owner: where shard elements [offset, offset + count) are in its
-    // memory, their address (valid until the next store_range), else nullptr; and a wait for its
-    // writes in flight over them, before they are read from the file.
+    // memory, their address (valid until the next store_range), else nullptr; and, once they are
+    // read from the file into dst, the values it holds newer than the file copied over them
+    // (true if there were any).
     std::function<const float*(int64_t shard_offset, int64_t count)> in_memory;
-    std::function<void(int64_t shard_offset, int64_t count)> before_read;
+    std::function<bool(int64_t shard_offset, int64_t count, float* dst)> after_read;
     io::AioSettings aio;
   };
 
