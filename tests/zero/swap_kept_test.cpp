@@ -30,7 +30,7 @@ constexpr int64_t kSubGroup = 2048;
 constexpr int64_t kChunk = 700;    // parameter chunks: some inside a sub-group, some across two
 
 struct Scratch {
-  std::string path = (fs::temp_directory_path() / ("dstrain_swap_behind_" + std::to_string(::getpid()))).string();
+  std::string path = (fs::temp_directory_path() / ("dstrain_swap_kept_" + std::to_string(::getpid()))).string();
   Scratch() { fs::create_directories(path); }
   ~Scratch() { ds::remove_tree(path); }
 };
