@@ -130,8 +130,8 @@ class Pieces {
   int64_t piece_;
 };
 
-// Below this an all-reduce is latency, not bandwidth: the ring's 2(N-1) hops, each a thread waking
-// on a loaded node, took 3-21 ms for 8 bytes at 4 x 1, Open MPI 0.4-3 ms (docs/multi-node.md).
+// Below this a collective is latency, not bandwidth: the ring's 2(N-1) hops, each a thread waking
+// on a loaded node, took 3-21 ms to all-reduce 8 bytes at 4 x 1, Open MPI 0.4-3 ms (docs/comm.md).
 constexpr int64_t kRingMinBytes = int64_t{64} << 10;
 
 int64_t numel_or_missing(const at::Tensor& t) { return t.defined() ? t.numel() : -1; }
@@ -300,6 +300,27 @@ void MpiBackend::Impl::wait(TcpRing::Job& job, int64_t call) {
   throw Error(job.failure()).with_rank(rank_);
 }
 
+bool MpiBackend::Impl::on_ring(const at::Tensor& buffer, ReduceOp op) const {
+  return ring_ && buffer.defined() && (!buffer.is_cuda() || !cuda_aware_) &&
+         (buffer.scalar_type() == at::kFloat || buffer.scalar_type() == at::kDouble) &&
+         (op == ReduceOp::Sum || op == ReduceOp::Avg) && bytes_of(buffer) >= kRingMinBytes;
+}
+
+std::shared_ptr<TcpRing::Job> MpiBackend::Impl::post_on_ring(CheckedCall& call, const at::Tensor& buffer,
+                                                              TcpRing::Kind kind) {
+  auto job = std::make_shared<TcpRing::Job>(
+      buffer.data_ptr(), buffer.numel(),
+      buffer.scalar_type() == at::kDouble ? TcpRing::Type::Float64 : TcpRing::Type::Float32, kind);
+  post(call,
+       [ring = ring_.get(), job](int, MPI_Request* request) {
+         *request = MPI_REQUEST_NULL;
+         ring->submit(job);
+         return MPI_SUCCESS;
+       },
+       "TcpRing");
+  return job;
+}
+
 bool MpiBackend::Impl::reachable(const at::Tensor& tensor) const {
   return tensor.is_cpu() || (cuda_aware_ && tensor.is_cuda());
 }
@@ -319,12 +340,7 @@ MPI_Op MpiBackend::Impl::mpi_op(ReduceOp op, at::ScalarType dtype) const {
 void MpiBackend::all_reduce(const at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
 std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp op) {
-  // Sums and averages of float32 and float64 host tensors from kRingMinBytes go over the group's TCP
-  // ring where it has one; the flag joins the checked values, so ranks that would disagree on the
-  // transport fail.
-  const bool on_ring = impl_->ring_ && tensor.defined() && (!tensor.is_cuda() || !impl_->cuda_aware_) &&
-                       (tensor.scalar_type() == at::kFloat || tensor.scalar_type() == at::kDouble) &&
-                       (op == ReduceOp::Sum || op == ReduceOp::Avg) && bytes_of(tensor) >= kRingMinBytes;
+  const bool on_ring = impl_->on_ring(tensor, op);
   const auto timing =
       comms_logger_->begin("all_reduce", bytes_of(tensor), on_ring ? "TCP ring" : "MPI_Iallreduce (8 MiB pieces)");
   auto call = impl_->begin("all_reduce", {numel_or_missing(tensor), dtype_or_missing(tensor), on_ring},
@@ -340,15 +356,7 @@ std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp o
     logger->end(timing, world);
   };
   if (on_ring) {
-    auto job = std::make_shared<TcpRing::Job>(staged->data(), tensor.numel(),
-                                              dtype == at::kDouble ? TcpRing::Type::Float64 : TcpRing::Type::Float32);
-    impl_->post(*call,
-                [ring = impl_->ring_.get(), job](int, MPI_Request* request) {
-                  *request = MPI_REQUEST_NULL;
-                  ring->submit(job);
-                  return MPI_SUCCESS;
-                },
-                "TcpRing");
+    auto job = impl_->post_on_ring(*call, staged->tensor(), TcpRing::Kind::AllReduce);
     return std::make_unique<MpiWork>(*impl_, std::move(call), std::move(finish), std::move(job));
   }
   const Pieces pieces(tensor.numel(), tensor.element_size());
@@ -424,11 +432,24 @@ void MpiBackend::all_gather_into(const at::Tensor& output, const at::Tensor& inp
 }
 
 std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::Tensor input) {
-  const auto timing = comms_logger_->begin("all_gather_into", bytes_of(output), "MPI_Iallgather");
-  auto call = impl_->begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input)},
-                    "input " + shape_of(input), gather_into_problem(output, input, world_size()));
-  auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
+  const std::string problem = gather_into_problem(output, input, world_size());
+  const bool on_ring = problem.empty() && impl_->on_ring(output, ReduceOp::Sum);
+  const auto timing = comms_logger_->begin("all_gather_into", bytes_of(output), on_ring ? "TCP ring" : "MPI_Iallgather");
+  auto call = impl_->begin("all_gather_into", {numel_or_missing(input), dtype_or_missing(input), on_ring},
+                           "input " + shape_of(input), problem);
   auto out = std::make_shared<StagedTensor>(output, impl_->reachable(output));
+  if (on_ring) {
+    // This rank's segment of the output holds its input; the ring passes every segment around.
+    out->tensor().view({-1}).narrow(0, rank() * input.numel(), input.numel()).copy_(input.reshape({-1}));
+    auto job = impl_->post_on_ring(*call, out->tensor(), TcpRing::Kind::AllGather);
+    return std::make_unique<MpiWork>(*impl_, std::move(call),
+                                     [out, logger = comms_logger_, timing, world = world_size()] {
+                                       out->copy_back();
+                                       logger->end(timing, world);
+                                     },
+                                     std::move(job));
+  }
+  auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
   const MPI_Datatype type = mpi_type(input.scalar_type());
   const int count = static_cast<int>(input.numel());
   impl_->post(*call,
@@ -506,16 +527,34 @@ void MpiBackend::reduce_scatter_into(const at::Tensor& output, const at::Tensor&
 }
 
 std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, at::Tensor input, ReduceOp op) {
-  const auto timing = comms_logger_->begin("reduce_scatter_into", bytes_of(input), "MPI_Ireduce to each rank (8 MiB pieces)");
-  auto call = impl_->begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output)},
-                    "output " + shape_of(output), scatter_into_problem(output, input, op, world_size()));
-  auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
+  const std::string problem = scatter_into_problem(output, input, op, world_size());
+  const bool on_ring = problem.empty() && impl_->on_ring(input, op);
+  const auto timing = comms_logger_->begin("reduce_scatter_into", bytes_of(input),
+                                           on_ring ? "TCP ring" : "MPI_Ireduce to each rank (8 MiB pieces)");
+  auto call = impl_->begin("reduce_scatter_into", {numel_or_missing(output), dtype_or_missing(output), on_ring},
+                           "output " + shape_of(output), problem);
   auto out = std::make_shared<StagedTensor>(output, impl_->reachable(output));
+  const int world = world_size();
+  if (on_ring) {
+    // The ring sums in place, so it works on a copy: the caller's input stays as it was.
+    auto sums = std::make_shared<at::Tensor>(input.to(at::kCPU).reshape({-1}).clone());
+    auto job = impl_->post_on_ring(*call, *sums, TcpRing::Kind::ReduceScatter);
+    return std::make_unique<MpiWork>(
+        *impl_, std::move(call),
+        [sums, out, op, world, rank = rank(), logger = comms_logger_, timing] {
+          const int64_t n = out->tensor().numel();
+          out->tensor().view({-1}).copy_(sums->narrow(0, rank * n, n));
+          if (op == ReduceOp::Avg) out->tensor().div_(world);
+          out->copy_back();
+          logger->end(timing, world);
+        },
+        std::move(job));
+  }
+  auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
   const auto dtype = output.scalar_type();
   // Each rank's part is reduced to it by its own reduces, piece by piece: one reduce-scatter of the
   // whole buffer would allocate a temporary that large (see Pieces).
   const Pieces pieces(output.numel(), output.element_size());
-  const int world = world_size();
   impl_->post(*call,
        [this, in, out, pieces, world, part = output.numel(), type = mpi_type(dtype), mpi_reduce = impl_->mpi_op(op, dtype),
         element_size = output.element_size()](int piece, MPI_Request* request) {

@@ -50,6 +50,12 @@ struct MpiBackend::Impl {
             const char* mpi_call);
   // Waits for call number `call`'s job on the TCP ring; throws why it failed.
   void wait(TcpRing::Job& job, int64_t call);
+  // Whether a collective over `buffer` (the whole of it: the all-reduced tensor, the reduce-scatter's
+  // input, the all-gather's output) goes over the ring: float32 or float64 on the host, a sum or an
+  // average, kRingMinBytes or more, and the group has a ring.
+  bool on_ring(const at::Tensor& buffer, ReduceOp op) const;
+  // Gives a begun call its data call: `kind` over the contiguous host `buffer` on the ring.
+  std::shared_ptr<TcpRing::Job> post_on_ring(CheckedCall& call, const at::Tensor& buffer, TcpRing::Kind kind);
   void check_usable(const char* collective) const;
   // MPI can use this tensor's memory as it is (CPU, or CUDA with CUDA-aware MPI).
   bool reachable(const at::Tensor& tensor) const;

@@ -36,10 +36,20 @@ struct JobHeader {
   uint64_t magic;
   uint64_t sequence;
   int64_t count;
-  int64_t type;
+  int32_t type;
+  int32_t kind;
 };
 
-const char* type_name(int64_t type) {
+const char* kind_name(int32_t kind) {
+  switch (static_cast<TcpRing::Kind>(kind)) {
+    case TcpRing::Kind::AllReduce: return "all_reduce";
+    case TcpRing::Kind::ReduceScatter: return "reduce_scatter";
+    case TcpRing::Kind::AllGather: return "all_gather";
+  }
+  return "unknown collective";
+}
+
+const char* type_name(int32_t type) {
   switch (static_cast<TcpRing::Type>(type)) {
     case TcpRing::Type::Float32: return "float32";
     case TcpRing::Type::Float64: return "float64";
@@ -255,16 +265,21 @@ void TcpRing::run() {
       jobs_.pop_front();
     }
     ++sequence;
+    const std::string call =
+        log::concat(kind_name(static_cast<int32_t>(job->kind_)), " #", sequence, " of group ", label_, " over the TCP ring");
     if (stopping_) {
-      job->finish(log::concat("all_reduce #", sequence, " of group ", label_, " over the TCP ring: the ring was shut down"));
+      job->finish(call + ": the ring was shut down");
       continue;
     }
     if (!broken_.empty()) {
-      job->finish(log::concat("all_reduce #", sequence, " of group ", label_,
-                              " over the TCP ring: the ring is unusable since an earlier job failed: ", broken_));
+      job->finish(call + ": the ring is unusable since an earlier job failed: " + broken_);
       continue;
     }
-    std::string failure = all_reduce(*job, sequence);
+    if (job->kind_ != Kind::AllReduce && job->count_ % size_ != 0) {
+      job->finish(log::concat(call, ": ", job->count_, " values do not split into ", size_, " equal segments"));
+      continue;
+    }
+    std::string failure = run_job(*job, sequence);
     if (!failure.empty()) {
       broken_ = failure;
       // The neighbours, mid-job too, see the connections end and fail in turn, around the ring.
@@ -275,7 +290,7 @@ void TcpRing::run() {
   }
 }
 
-std::string TcpRing::all_reduce(Job& job, uint64_t sequence) {
+std::string TcpRing::run_job(Job& job, uint64_t sequence) {
   const int P = size_;
   const int r = rank_;
   const int64_t es = element_size(job.type_);
@@ -291,29 +306,42 @@ std::string TcpRing::all_reduce(Job& job, uint64_t sequence) {
   const int64_t chunk_limit = kChunkBytes / es;
   const int64_t chunks = std::max<int64_t>(1, (longest + chunk_limit - 1) / chunk_limit);
   const int64_t chunk_elements = std::max<int64_t>(1, (longest + chunks - 1) / chunks);
-  const int64_t steps = 2 * (P - 1);
-  const int64_t items = steps * chunks;
-  // Step s < P - 1 (reduce-scatter): send segment r - s, receive r - s - 1 and add it in. Step
-  // P - 1 + t (all-gather): send segment r + 1 - t, receive r - t in place. Item i is chunk
-  // i % chunks of step i / chunks; send item i is what receive item i - chunks produced.
+  // Each phase is P - 1 steps; at step t of a phase with offset b, send segment r - t + b and
+  // receive r - t - 1 + b, added in (reduce-scatter) or in place (all-gather). A reduce-scatter
+  // with b = 0 leaves the sum of segment r + 1 here, which an all-gather with b = 1 passes on first
+  // (the all-reduce); with b = -1 it leaves segment r's (the reduce-scatter). An all-gather with
+  // b = 0 starts from this rank's own segment. Item i is chunk i % chunks of step i / chunks; send
+  // item i is what receive item i - chunks produced, or this rank's own values in the first step.
+  struct Phase {
+    bool reducing;
+    int offset;
+  };
+  std::vector<Phase> phases;
+  if (job.kind_ == Kind::AllReduce) phases = {{true, 0}, {false, 1}};
+  if (job.kind_ == Kind::ReduceScatter) phases = {{true, -1}};
+  if (job.kind_ == Kind::AllGather) phases = {{false, 0}};
+  const int64_t phase_items = (P - 1) * chunks;
+  const int64_t items = static_cast<int64_t>(phases.size()) * phase_items;
   struct Range {
     int64_t begin, count;
   };
   auto range = [&](int64_t item, bool sending) {
-    const int64_t s = item / chunks, k = item % chunks;
-    const int t = static_cast<int>(s - (P - 1));
-    const int j = s < P - 1 ? mod(r - static_cast<int>(s) - (sending ? 0 : 1)) : mod(r - t + (sending ? 1 : 0));
+    const Phase& phase = phases[static_cast<size_t>(item / phase_items)];
+    const int t = static_cast<int>((item % phase_items) / chunks);
+    const int64_t k = item % chunks;
+    const int j = mod(r - t + phase.offset - (sending ? 0 : 1));
     const int64_t offset = k * chunk_elements;
     return Range{segment_begin(j) + offset, std::clamp<int64_t>(segment_length(j) - offset, 0, chunk_elements)};
   };
-  const int64_t reducing_items = (P - 1) * chunks;
+  auto reducing = [&](int64_t item) { return phases[static_cast<size_t>(item / phase_items)].reducing; };
 
-  JobHeader mine{kJobMagic, sequence, job.count_, static_cast<int64_t>(job.type_)};
+  JobHeader mine{kJobMagic, sequence, job.count_, static_cast<int32_t>(job.type_), static_cast<int32_t>(job.kind_)};
   JobHeader theirs{};
   int64_t header_sent = 0, header_received = 0;
   int64_t sent_item = 0, sent_bytes = 0;          // the send in progress
   int64_t received_item = 0, received_bytes = 0;  // the receive in progress; earlier ones complete
-  const std::string call = log::concat("all_reduce #", sequence, " of group ", label_, " over the TCP ring");
+  const std::string call =
+      log::concat(kind_name(static_cast<int32_t>(job.kind_)), " #", sequence, " of group ", label_, " over the TCP ring");
   const int previous = mod(r - 1), next = mod(r + 1);
 
   auto skip_empty = [&](int64_t& item, bool sending) {
@@ -342,7 +370,7 @@ std::string TcpRing::all_reduce(Job& job, uint64_t sequence) {
         skip_empty(received_item, false);
         if (received_item >= items) break;
         const Range chunk = range(received_item, false);
-        into = (received_item < reducing_items ? scratch_.data() : data + chunk.begin * es) + received_bytes;
+        into = (reducing(received_item) ? scratch_.data() : data + chunk.begin * es) + received_bytes;
         bytes = chunk.count * es - received_bytes;
       }
       const ssize_t n = ::recv(from_previous_, into, static_cast<size_t>(bytes), 0);
@@ -355,15 +383,16 @@ std::string TcpRing::all_reduce(Job& job, uint64_t sequence) {
       if (header_received < static_cast<int64_t>(sizeof theirs)) {
         if ((header_received += n) < static_cast<int64_t>(sizeof theirs)) continue;
         if (theirs.magic != kJobMagic || theirs.sequence != sequence || theirs.count != job.count_ ||
-            theirs.type != mine.type)
-          return log::concat(call, ": ", peer_name(previous), " sent all-reduce #", theirs.sequence, " of ",
-                             theirs.count, " ", type_name(theirs.type), " values, where this rank has ", job.count_,
-                             " ", type_name(mine.type), " values (the ranks submitted different all-reduces)");
+            theirs.type != mine.type || theirs.kind != mine.kind)
+          return log::concat(call, ": ", peer_name(previous), " sent ", kind_name(theirs.kind), " #", theirs.sequence,
+                             " of ", theirs.count, " ", type_name(theirs.type), " values, where this rank has ",
+                             kind_name(mine.kind), " #", sequence, " of ", job.count_, " ", type_name(mine.type),
+                             " values (the ranks submitted different collectives)");
         continue;
       }
       const Range chunk = range(received_item, false);
       if ((received_bytes += n) < chunk.count * es) continue;
-      if (received_item < reducing_items) {
+      if (reducing(received_item)) {
         if (job.type_ == Type::Float64)
           add_into<double>(data + chunk.begin * es, scratch_.data(), chunk.count);
         else

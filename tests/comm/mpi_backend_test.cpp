@@ -216,7 +216,8 @@ TEST_CASE("test() alone carries asynchronous collectives to completion", "[mpi]"
   CHECK(close(scattered, scatter_sum.narrow(0, world.rank() * 1001, 1001), 1e-5, 1e-6));
 }
 
-TEST_CASE("float sums and averages of 64 KiB and more take the TCP ring where DSTRAIN_ALLREDUCE=ring, the rest Open MPI's",
+TEST_CASE("float all-reduces, reduce-scatters and all-gathers of 64 KiB and more take the TCP ring where "
+          "DSTRAIN_ALLREDUCE=ring, the rest Open MPI's",
           "[mpi]") {
   // Registered with and without the variable (tests/comm/CMakeLists.txt); on one machine "auto"
   // keeps Open MPI's, since the ranks share the node.
@@ -237,17 +238,34 @@ TEST_CASE("float sums and averages of 64 KiB and more take the TCP ring where DS
   world.all_reduce(small);
   world.all_reduce(maxed, ReduceOp::Max);
   world.all_reduce(counts);
+  // The halves: reduce-scatter and all-gather of 64 KiB and more, each with a 2-D side.
+  const int w = world.world_size(), rank = world.rank();
+  const int64_t part = 16385;
+  const at::Tensor scatter_input = seeded_tensor(seed_of(64, rank), w * part);
+  const at::Tensor scatter_copy = scatter_input.clone();
+  at::Tensor scattered = at::empty({part});
+  world.reduce_scatter_into(scattered, scatter_input.view({w, part}), ReduceOp::Avg);
+  at::Tensor gathered = at::empty({w, part});
+  world.all_gather_into(gathered, seeded_tensor(seed_of(65, rank), part));
+  at::Tensor small_gathered = at::empty({w * 5});
+  world.all_gather_into(small_gathered, seeded_tensor(seed_of(66, rank), 5));
   const auto rows = world.comms_logger().summary();
   world.comms_logger().configure({});
-  const int w = world.world_size();
   CHECK(close(summed, expected_reduction(60, n, at::kFloat, ReduceOp::Sum, w), 1e-5, 1e-6));
+  CHECK(close(scattered, expected_reduction(64, w * part, at::kFloat, ReduceOp::Avg, w).narrow(0, rank * part, part),
+              1e-5, 1e-6));
+  CHECK(at::equal(scatter_input, scatter_copy));  // the caller's input is left as it was
+  for (int r = 0; r < w; ++r) {
+    CHECK(at::equal(gathered[r], seeded_tensor(seed_of(65, r), part)));
+    CHECK(at::equal(small_gathered.narrow(0, r * 5, 5), seeded_tensor(seed_of(66, r), 5)));
+  }
   CHECK(close(averaged, expected_reduction(61, 8193, at::kDouble, ReduceOp::Avg, w), 1e-12, 1e-12));
   CHECK(close(small, expected_reduction(63, 8191, at::kDouble, ReduceOp::Sum, w), 1e-12, 1e-12));
   CHECK(equal_exactly(maxed, expected_reduction(62, 998, at::kFloat, ReduceOp::Max, w)));
   CHECK(at::equal(counts, at::full({997}, int64_t{w * (w - 1) / 2}, at::kLong)));
-  auto algorithm_of = [&](int64_t bytes) {
+  auto algorithm_of = [&](int64_t bytes, const std::string& op = "all_reduce") {
     for (const auto& row : rows)
-      if (row.op == "all_reduce" && row.bytes == bytes) return row.algorithm;
+      if (row.op == op && row.bytes == bytes) return row.algorithm;
     return std::string("not recorded");
   };
   const std::string mpi = "MPI_Iallreduce (8 MiB pieces)";
@@ -256,6 +274,10 @@ TEST_CASE("float sums and averages of 64 KiB and more take the TCP ring where DS
   CHECK(algorithm_of(8191 * 8) == mpi);
   CHECK(algorithm_of(998 * 4) == mpi);
   CHECK(algorithm_of(997 * 8) == mpi);
+  CHECK(algorithm_of(w * part * 4, "reduce_scatter_into") ==
+        (ring ? "TCP ring" : "MPI_Ireduce to each rank (8 MiB pieces)"));
+  CHECK(algorithm_of(w * part * 4, "all_gather_into") == (ring ? "TCP ring" : "MPI_Iallgather"));
+  CHECK(algorithm_of(w * 5 * 4, "all_gather_into") == "MPI_Iallgather");
 }
 
 TEST_CASE("all_gather with equal and with unequal sizes per rank", "[mpi]") {

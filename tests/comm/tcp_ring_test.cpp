@@ -2,7 +2,8 @@
 // sockets over the loopback. Results against a reference computed here: integer values, whose sums
 // float32 and float64 hold exactly, so every element must equal its closed form and every member
 // must hold the same bits; lengths around the segment and chunk boundaries (0, 1, fewer than the
-// members, one chunk, many chunks, uneven segments); jobs queued back to back. Failures: members
+// members, one chunk, many chunks, uneven segments); jobs queued back to back; reduce-scatter and
+// all-gather alone. Failures: members
 // that submitted different lengths, a member that leaves mid-job, a peer that cannot be reached;
 // each fails in seconds with the neighbour named, never hangs. Torch-free, also built under ASan/UBSan.
 #include <catch2/catch.hpp>
@@ -134,6 +135,47 @@ TEST_CASE("TcpRing sums float32 and float64 of every length exactly on every mem
   }
 }
 
+TEST_CASE("TcpRing reduce-scatters into each member's own segment and all-gathers every member's", "[tcp_ring]") {
+  const int64_t chunk32 = TcpRing::kChunkBytes / 4;
+  for (int size : {2, 3, 5}) {
+    INFO("members " << size);
+    for (int64_t segment : {int64_t{1}, int64_t{1000}, 2 * chunk32 + 1}) {
+      INFO("segment " << segment);
+      auto reports = on_ring(size, [&](int rank, TcpRing& ring) -> std::string {
+        const int64_t n = segment * size;
+        std::vector<float> scattered(static_cast<size_t>(n)), gathered(static_cast<size_t>(n), -1.0f);
+        for (int64_t i = 0; i < n; ++i) scattered[static_cast<size_t>(i)] = value<float>(rank, i, 1);
+        for (int64_t i = 0; i < segment; ++i)
+          gathered[static_cast<size_t>(rank * segment + i)] = value<float>(rank, i, 2);
+        auto rs = std::make_shared<TcpRing::Job>(scattered.data(), n, TcpRing::Type::Float32, TcpRing::Kind::ReduceScatter);
+        auto ag = std::make_shared<TcpRing::Job>(gathered.data(), n, TcpRing::Type::Float32, TcpRing::Kind::AllGather);
+        ring.submit(rs);
+        ring.submit(ag);
+        if (!rs->wait_for(60s) || !ag->wait_for(60s)) return "hung";
+        if (!rs->failure().empty() || !ag->failure().empty()) return rs->failure() + ag->failure();
+        for (int64_t i = rank * segment; i < (rank + 1) * segment; ++i)
+          if (scattered[static_cast<size_t>(i)] != expected_sum<float>(size, i, 1))
+            return "reduce_scatter element " + std::to_string(i);
+        for (int r = 0; r < size; ++r)
+          for (int64_t i = 0; i < segment; ++i)
+            if (gathered[static_cast<size_t>(r * segment + i)] != value<float>(r, i, 2))
+              return "all_gather element " + std::to_string(r * segment + i);
+        return "";
+      });
+      for (const auto& r : reports) CHECK(r == "");
+    }
+  }
+  // Lengths that do not split into equal segments fail on every member alike, and nothing moves.
+  auto reports = on_ring(3, [&](int, TcpRing& ring) {
+    std::vector<float> data(10);
+    auto job = std::make_shared<TcpRing::Job>(data.data(), 10, TcpRing::Type::Float32, TcpRing::Kind::AllGather);
+    ring.submit(job);
+    return job->wait_for(30s) ? job->failure() : std::string("hung");
+  });
+  for (const auto& r : reports)
+    CHECK(r == "all_gather #1 of group test over the TCP ring: 10 values do not split into 3 equal segments");
+}
+
 TEST_CASE("TcpRing members that submit different lengths fail, naming the neighbour, and stay failed",
           "[tcp_ring]") {
   const int size = 3;
@@ -149,9 +191,9 @@ TEST_CASE("TcpRing members that submit different lengths fail, naming the neighb
     return job->failure() + " | " + after->failure();
   });
   // Rank 1 and rank 2 receive a header that differs from their own; rank 0 sees rank 2 leave.
-  CHECK_THAT(reports[1], Catch::Contains("rank 0 (host ") && Catch::Contains("sent all-reduce #1 of 11 float32 values") &&
-                             Catch::Contains("this rank has 10 float32 values"));
-  CHECK_THAT(reports[2], Catch::Contains("rank 1 (host ") && Catch::Contains("of 10 float32 values"));
+  CHECK_THAT(reports[1], Catch::Contains("rank 0 (host ") && Catch::Contains("sent all_reduce #1 of 11 float32 values") &&
+                             Catch::Contains("this rank has all_reduce #1 of 10 float32 values"));
+  CHECK_THAT(reports[2], Catch::Contains("rank 1 (host ") && Catch::Contains("sent all_reduce #1 of 10 float32 values"));
   CHECK_THAT(reports[0], Catch::Contains("all_reduce #1 of group test over the TCP ring: "));
   for (const auto& r : reports) CHECK_THAT(r, Catch::Contains("| all_reduce #2 of group test over the TCP ring: the ring is unusable since an earlier job failed"));
 }

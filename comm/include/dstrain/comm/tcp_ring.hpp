@@ -1,5 +1,5 @@
-// TcpRing: an all-reduce of its own over TCP for ranks that are each alone on their node, as gloo
-// does it. Each rank holds one connection to the next rank and one from the previous one, and a
+// TcpRing: an all-reduce (and its halves, reduce-scatter and all-gather) of its own over TCP for
+// ranks that are each alone on their node, as gloo does it. Each rank holds one connection to the next rank and one from the previous one, and a
 // thread that runs the all-reduces handed to it, in order: reduce-scatter then all-gather around the
 // ring, in chunks, each chunk sent on as soon as it has been reduced, so every link carries
 // 2(N-1)/N of the buffer each way, the least an all-reduce can. The thread blocks in poll(2) while
@@ -29,6 +29,13 @@ namespace ds::comm {
 class TcpRing {
  public:
   enum class Type : int32_t { Float32 = 1, Float64 = 2 };
+  // What a job does to its buffer of N equal segments (N = the members; segments differ by one
+  // element at most for an all-reduce, and must be equal otherwise):
+  //   AllReduce:     every segment becomes the sum of the members' (in place);
+  //   ReduceScatter: segment r of member r becomes the sum of the members' segments r; the
+  //                  others hold partial sums afterwards;
+  //   AllGather:     every member's segment r becomes member r's segment r.
+  enum class Kind : int32_t { AllReduce = 1, ReduceScatter = 2, AllGather = 3 };
 
   // Where a rank listens; plain bytes, so that a transport can all-gather it.
   struct Endpoint {
@@ -38,10 +45,11 @@ class TcpRing {
     uint16_t port;
   };
 
-  // One all-reduce (a sum, in place) of `count` values at `data`, which stay untouched until done().
+  // One collective over `count` values at `data`, which stay untouched until done().
   class Job {
    public:
-    Job(void* data, int64_t count, Type type) : data_(data), count_(count), type_(type) {}
+    Job(void* data, int64_t count, Type type, Kind kind = Kind::AllReduce)
+        : data_(data), count_(count), type_(type), kind_(kind) {}
     bool done() const { return done_.load(std::memory_order_acquire); }
     // Waits up to `limit` for the job; true once done.
     bool wait_for(std::chrono::milliseconds limit);
@@ -54,6 +62,7 @@ class TcpRing {
     void* data_;
     int64_t count_;
     Type type_;
+    Kind kind_;
     std::string failure_;
     std::atomic<bool> done_{false};
     std::mutex mutex_;
@@ -78,8 +87,8 @@ class TcpRing {
 
  private:
   void run();
-  // Reduce-scatter and all-gather one job; returns "" or why it failed.
-  std::string all_reduce(Job& job, uint64_t sequence);
+  // Runs one job around the ring; returns "" or why it failed.
+  std::string run_job(Job& job, uint64_t sequence);
   std::string peer_name(int rank) const;
 
   int rank_;
