@@ -24,6 +24,17 @@ int env_int(const char* name) {
 
 }  // namespace
 
+int ranks_on_this_node(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int ranks = 1;
+  MPI_Comm_size(node, &ranks);
+  MPI_Comm_free(&node);
+  return ranks;
+}
+
 bool spans_several_nodes() {
   const int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
   return local > 0 && local < env_int("OMPI_COMM_WORLD_SIZE");

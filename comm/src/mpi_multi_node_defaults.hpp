@@ -1,6 +1,9 @@
-// Open MPI settings dstrain applies when a job spans several nodes, measured faster over TCP links
-// than Open MPI's own choices (docs/multi-node.md, "Open MPI's settings over slow links").
+// Where the job's ranks sit (one node or several, who shares a node), and the Open MPI settings
+// dstrain applies when a job spans several nodes, measured faster over TCP links than Open MPI's
+// own choices (docs/multi-node.md, "Open MPI's settings over slow links").
 #pragma once
+
+#include <mpi.h>
 
 #include <string>
 #include <utility>
@@ -10,6 +13,9 @@ namespace ds::comm {
 
 // (MCA parameter, value) pairs.
 using McaSettings = std::vector<std::pair<std::string, std::string>>;
+
+// How many members of comm share this rank's node (collective over comm: MPI_Comm_split_type).
+int ranks_on_this_node(MPI_Comm comm);
 
 // Whether mpirun placed this job's ranks on more than one node (from the OMPI_COMM_WORLD_SIZE and
 // OMPI_COMM_WORLD_LOCAL_SIZE it exports; false outside mpirun).

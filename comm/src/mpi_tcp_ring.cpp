@@ -5,6 +5,7 @@
 
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "mpi_multi_node_defaults.hpp"
 
 namespace ds::comm {
 namespace {
@@ -21,13 +22,7 @@ std::string allreduce_choice() {
 }
 
 bool every_member_alone_on_its_node(MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int on_node = 1;
-  MPI_Comm_size(node, &on_node);
-  MPI_Comm_free(&node);
+  const int on_node = ranks_on_this_node(comm);
   int most = 0;
   MPI_Allreduce(&on_node, &most, 1, MPI_INT, MPI_MAX, comm);
   return most == 1;

@@ -10,6 +10,7 @@
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "mpi_multi_node_defaults.hpp"
 
 namespace ds::comm {
 namespace {
@@ -48,11 +49,7 @@ Watchdog::Watchdog(std::chrono::milliseconds timeout) : timeout_(timeout) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &world_rank_);
-  MPI_Comm node;
-  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node);
-  int ranks_on_node = 1;
-  MPI_Comm_size(node, &ranks_on_node);
-  MPI_Comm_free(&node);
+  const int ranks_on_node = ranks_on_this_node(comm_);
   int world = 1;
   MPI_Comm_size(comm_, &world);
   char host[kHostBytes] = {};
