@@ -222,13 +222,12 @@ if [[ " $what " == *" user "* ]]; then
   user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme
              --set zero_optimization.offload_optimizer.pipeline_read=true --set zero_optimization.offload_optimizer.pipeline_write=true
              --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme)
-  sides="memory nvme${BEFORE:+ nvme-before}${BEFORE_ENV:+ nvme-before}"
+  sides="memory nvme${BEFORE:+ nvme-before}"
   for r in $(seq "$runs"); do
     for side in $sides; do
       sets=("${user_model[@]}"); [ $side != memory ] && sets+=("${user_nvme[@]}")
-      side_trainer=$trainer; [ $side = nvme-before ] && [ -n "${BEFORE:-}" ] && side_trainer="$BEFORE/apps/dstrain/dstrain"
-      side_env=(); [ $side = nvme-before ] && [ -n "${BEFORE_ENV:-}" ] && side_env=(-x "$BEFORE_ENV")
-      mpirun --oversubscribe --bind-to none -np "$user_np" "${side_env[@]}" "$side_trainer" --config "$root/configs/default.json" "${sets[@]}" \
+      side_trainer=$trainer; [ $side = nvme-before ] && side_trainer="$BEFORE/apps/dstrain/dstrain"
+      mpirun --oversubscribe --bind-to none -np "$user_np" "$side_trainer" --config "$root/configs/default.json" "${sets[@]}" \
         --steps "$steps" --metrics "$work/user-$side-run$r.jsonl" > "$work/user-$side-run$r.log" 2>&1
     done
     # ds_io at the aio block the trainer used (the planner leaves it at DeepSpeed's defaults unless set),
@@ -262,7 +261,7 @@ if [[ " $what " == *" user "* ]]; then
   echo "|---|---:|---:|---:|"
   echo "| read | $swap_r | $(python3 -c "print(f'{$ds_r / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") |"
   echo "| write | $swap_w | $(python3 -c "print(f'{$ds_w / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") |"
-  if [ -n "${BEFORE:-}${BEFORE_ENV:-}" ]; then
+  if [ -n "${BEFORE:-}" ]; then
     before=("$work"/user-nvme-before-run*.jsonl)
     step_before=$(median "1 / m['samples_per_sec'] * $user_np" "${before[@]}")
     swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${before[@]}")

@@ -1,7 +1,6 @@
 #include "dstrain/zero/optimizer_swapper.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "dstrain/io/crc32c.hpp"
@@ -27,7 +26,6 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
   for (int64_t offset = 0; offset < numel; offset += group_numel_)
     groups_.push_back({offset, std::min(group_numel_, numel - offset), {}});
 
-  if (const char* ab = std::getenv("DSTRAIN_SWAP_AB")) keep_ = std::string(ab) != "before";
   const int slots = optimizer_swap_slots(options_.pipeline_read, options_.pipeline_write);
   const int files = static_cast<int>(options_.names.size()) + (options_.gradients ? 1 : 0);
   const int needed = slots * files;
@@ -168,7 +166,7 @@ void OptimizerSwapper::queue_state_reads(int64_t i) {
   free_slot(slot);
   slot.group = i;
   // Read during backward for the coming step: that backward's gradient ranges are staged here.
-  slot.gradient_here = options_.gradients && !in_step_ && keep_;
+  slot.gradient_here = options_.gradients && !in_step_;
   for (size_t k = 0; k < options_.names.size(); ++k)
     reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
                          &slot.read_crc[k]);
@@ -308,14 +306,14 @@ const OptimizerSwapper::SubGroup& OptimizerSwapper::swap_in(int64_t i) {
 }
 
 void OptimizerSwapper::swap_out(int64_t i) {
-  // One sub-group's writes in flight at most while a read ahead will need the previous one's slot
-  // (it is then never still being written for long); the last slots' writes all go on at once.
+  // The previous sub-group's writes are waited for where a read ahead will need its slot, which is
+  // then never still being written for long.
   const int64_t position = position_of(i);
   const int64_t slots = static_cast<int64_t>(slots_.size());
-  if (!keep_ || position - 1 + slots < sub_groups()) wait_writes();
+  if (position - 1 + slots < sub_groups()) wait_writes();
   Slot& slot = slot_of(i);
   slot.stepped = true;
-  if (keep_ && position >= sub_groups() - slots) {
+  if (position >= sub_groups() - slots) {
     slot.unwritten = true;  // the next step starts with it: written once it has stepped it again
   } else {
     write_back(slot);
@@ -330,7 +328,7 @@ void OptimizerSwapper::finish_step() {
   // The slots of the sub-groups visited last hold their new values, unwritten: the next step, in
   // the other direction, starts with them.
   for (Slot& slot : slots_) {
-    if (keep_ && slot.group >= 0 && slot.stepped) {
+    if (slot.group >= 0 && slot.stepped) {
       slot.stepped = false;
       slot.kept = true;
       slot.gradient_here = options_.gradients;
@@ -342,7 +340,7 @@ void OptimizerSwapper::finish_step() {
   in_use_ = -1;
   in_step_ = false;
   prefetch_due_ = true;
-  if (keep_) descending_ = !descending_;
+  descending_ = !descending_;
 }
 
 const float* OptimizerSwapper::master_in_memory(int64_t offset, int64_t count) const {

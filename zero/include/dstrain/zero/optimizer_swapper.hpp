@@ -243,7 +243,6 @@ class OptimizerSwapper {
   bool in_step_ = false;       // from the first swap_in to finish_step: gradient reads may be queued
   bool prefetch_due_ = true;   // the next write_gradients begins a backward: read ahead for the step
   bool descending_ = false;    // the coming step's direction (step_order)
-  bool keep_ = true;           // A/B (DSTRAIN_SWAP_AB=before): slots emptied after each step, as before
   std::vector<GradientPage> pages_;
   int64_t page_numel_ = 0;
   double gradient_sum_of_squares_ = 0;  // of the values staged since the last finish_gradients()
