@@ -55,7 +55,7 @@ ds::Config config_with(const nlohmann::json& zero, int world, nlohmann::json ext
 
 ds::MemoryBudget budget_of(int64_t bytes) {
   ds::MemoryBudget budget;
-  budget.node = ds::MemoryLimit{bytes, "test"};
+  budget.node = ds::MemoryLimit{bytes, "test", ""};
   return budget;
 }
 
