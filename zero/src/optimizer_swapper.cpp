@@ -135,7 +135,6 @@ std::string OptimizerSwapper::block_name(size_t file, int64_t i) const {
          std::to_string(g.offset + g.numel) + ") of " + (file < options_.names.size() ? options_.names[file] : "gradients");
 }
 
-
 void OptimizerSwapper::free_slot(Slot& slot) {
   slot.group = -1;
   slot.state_read_at = slot.gradient_read_at = 0;

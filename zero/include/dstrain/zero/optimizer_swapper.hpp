@@ -17,9 +17,9 @@
 //
 // pipeline_read reads the next sub-groups (in step order) while one is stepped, as far as free
 // buffers go: the next, and with pipeline_write also the one after once the previous one's writes
-// are done; pipeline_write writes the previous sub-group back while the next is stepped. Buffers: one locked buffer per file per sub-group in memory at once (a slot), that
-// is one sub-group without pipelining, two with one of them, three with both; buffer_count must
-// cover it. Reads and writes go through two io_uring handles (the aio block's settings) so a wait
+// are done; pipeline_write writes the previous sub-group back while the next is stepped. Buffers:
+// one locked buffer per file per sub-group in memory at once (a slot), that is one sub-group
+// without pipelining, two with one of them, three with both; buffer_count must cover it. Reads and writes go through two io_uring handles (the aio block's settings) so a wait
 // for the next reads never waits for the previous writes, and a wait for sub-group i's reads never
 // waits for the reads queued after them.
 //
@@ -29,9 +29,9 @@
 // their slots: between steps their buffers hold values newer than the files, which read()
 // overlays on what it reads (overlay_unwritten() for other readers of the files). Their gradients
 // are staged straight into the slots during backward (never to the file and back), and their
-// master values serve the parameter swapper from memory (master_in_memory). Where no slot is kept (the
-// first step, after fill() or write()), pipeline_read reads the first sub-groups' master and state
-// during backward instead (the first gradient range queues them), which the backward cannot
+// master values serve the parameter swapper from memory (master_in_memory). Where no slot is kept
+// (the first step, after fill() or write()), pipeline_read reads the first sub-groups' master and
+// state during backward instead (the first gradient range queues them), which the backward cannot
 // change; their gradients are staged into those slots too. Those bytes are checked against their
 // checksums as any read; a file changed after they were read is caught by the next step's read of
 // it, or rewritten whole by the step's write-back.
