@@ -42,7 +42,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, const ShardLayo
   // Buckets of consecutive parameters, the last parameters' first (zero/buffer_sizes.hpp).
   std::vector<int64_t> packed_numels;
   for (size_t i = 0; i < params_.size(); ++i) packed_numels.push_back(layout_.slot(i).chunk * layout_.partitions());
-  for (const BucketRange& range : reduce_buckets(packed_numels, bucket_numel)) {
+  for (const BucketRange& range : reduce_buckets(packed_numels, bucket_numel, overlap_)) {
     Bucket bucket;
     bucket.first_param = range.first;
     bucket.last_param = range.last;

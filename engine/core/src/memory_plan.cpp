@@ -164,7 +164,7 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   // 1M-element buckets, 746 against 649 MB.
   if ((world > 1 || nvme_gradients) && !packed.empty()) {
     std::vector<int64_t> bucket_numels;
-    for (const zero::BucketRange& range : zero::reduce_buckets(packed, zero.reduce_bucket_size)) {
+    for (const zero::BucketRange& range : zero::reduce_buckets(packed, zero.reduce_bucket_size, zero.overlap_comm)) {
       int64_t numel = 0;
       for (size_t i = range.first; i <= range.last; ++i) numel += packed[i];
       bucket_numels.push_back(numel);
@@ -551,7 +551,7 @@ Config plan_engine_memory(const Config& config, const torch::nn::Module& model, 
   group.all_reduce(least, comm::ReduceOp::Min);
   const double least_bytes = least.item<double>();
   if (least_bytes < 1e30 && (!budget.node || least_bytes < static_cast<double>(budget.per_rank())))
-    budget.node = MemoryLimit{static_cast<int64_t>(least_bytes) * budget.ranks_per_node, "another rank's budget"};
+    budget.node = MemoryLimit{static_cast<int64_t>(least_bytes) * budget.ranks_per_node, "another rank's budget", ""};
   const RankEnv env = rank_env_from_environment();
   const MemoryPlan plan = plan_memory(config, shape, group.world_size(), budget, env.local_size < env.world_size);
   if (group.rank() == 0) {

@@ -2,10 +2,10 @@
 //
 // A hook on each parameter's gradient accumulator (on_gradient_ready) hands the gradient over as
 // soon as autograd has finished it. Gradients are packed into buckets of consecutive parameters
-// (about bucket_numel elements, filled in reverse parameter order, as backward produces them); a
-// full bucket is reduced at once, overlapping the rest of backward when `overlap` is set (at most
-// two reductions in flight, their buffers reused, so gradient buckets hold two buckets' memory, not
-// a whole model's):
+// (about bucket_numel elements, the first one smaller with `overlap` (zero/buffer_sizes.hpp), filled
+// in reverse parameter order, as backward produces them); a full bucket is reduced at once,
+// overlapping the rest of backward when `overlap` is set (at most two reductions in flight, their
+// buffers reused, so gradient buckets hold two buckets' memory, not a whole model's):
 //   one partition (ZeRO 0):   all-reduce (average), every rank keeps every gradient;
 //   N partitions (ZeRO 1-3):  reduce-scatter (average), each rank keeps its shard's gradients.
 // The result is added into grad_shard() (fp32, ShardLayout-shaped), so micro-steps accumulate; the
