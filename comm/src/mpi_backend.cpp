@@ -164,7 +164,7 @@ class MpiWork final : public Work {
     if (done_) return;
     done_ = true;
     group_.finish(*call_);
-    if (ring_job_) group_.wait(*ring_job_, call_->number());
+    if (ring_job_) group_.wait(*ring_job_, *call_);
     finish_();
   }
   // Posts the group's calls whose checks have agreed and polls this one: each MPI call also runs
@@ -292,8 +292,8 @@ void MpiBackend::Impl::wait(MPI_Request& request, const std::string& what, int64
   check_mpi(rc, mpi_call);
 }
 
-void MpiBackend::Impl::wait(TcpRing::Job& job, int64_t call) {
-  watchdog_->wait({"all_reduce over the TCP ring", id_, &label_, call, &peers_},
+void MpiBackend::Impl::wait(TcpRing::Job& job, const CheckedCall& call) {
+  watchdog_->wait({std::string(call.collective()) + " over the TCP ring", id_, &label_, call.number(), &peers_},
                   [&] { return job.wait_for(std::chrono::milliseconds(10)); });
   if (job.failure().empty()) return;
   if (unusable_.empty()) unusable_ = job.failure();
@@ -537,13 +537,13 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter_into_async(at::Tensor output, a
   const int world = world_size();
   if (on_ring) {
     // The ring sums in place, so it works on a copy: the caller's input stays as it was.
-    auto sums = std::make_shared<at::Tensor>(input.to(at::kCPU).reshape({-1}).clone());
-    auto job = impl_->post_on_ring(*call, *sums, TcpRing::Kind::ReduceScatter);
+    at::Tensor sums = input.to(at::kCPU).reshape({-1}).clone();
+    auto job = impl_->post_on_ring(*call, sums, TcpRing::Kind::ReduceScatter);
     return std::make_unique<MpiWork>(
         *impl_, std::move(call),
         [sums, out, op, world, rank = rank(), logger = comms_logger_, timing] {
           const int64_t n = out->tensor().numel();
-          out->tensor().view({-1}).copy_(sums->narrow(0, rank * n, n));
+          out->tensor().view({-1}).copy_(sums.narrow(0, rank * n, n));
           if (op == ReduceOp::Avg) out->tensor().div_(world);
           out->copy_back();
           logger->end(timing, world);

@@ -48,8 +48,8 @@ struct MpiBackend::Impl {
   // Waits for a request that is not a checked collective (point to point, later phases of a call).
   void wait(MPI_Request& request, const std::string& what, int64_t call, const std::vector<int>& peers,
             const char* mpi_call);
-  // Waits for call number `call`'s job on the TCP ring; throws why it failed.
-  void wait(TcpRing::Job& job, int64_t call);
+  // Waits for `call`'s job on the TCP ring; throws why it failed.
+  void wait(TcpRing::Job& job, const CheckedCall& call);
   // Whether a collective over `buffer` (the whole of it: the all-reduced tensor, the reduce-scatter's
   // input, the all-gather's output) goes over the ring: float32 or float64 on the host, a sum or an
   // average, kRingMinBytes or more, and the group has a ring.

@@ -182,10 +182,10 @@ TcpRing::TcpRing(int rank, int size, std::string label, const Exchange& exchange
     // before it is accepted, so no rank waits on another's accept.
     const int next = (rank_ + 1) % size_;
     const Endpoint& to = endpoints_[static_cast<size_t>(next)];
-    const bool same_host = std::strncmp(to.host, endpoints_[static_cast<size_t>(rank_)].host, sizeof to.host) == 0;
+    const Endpoint& here = endpoints_[static_cast<size_t>(rank_)];
+    const bool same_host = std::strncmp(to.host, here.host, sizeof to.host) == 0;
     // On the same host, the loopback. Elsewhere the peer's other addresses, but not one this host
     // has too (a docker0 bridge has the same address on every node and would lead back here).
-    const Endpoint& here = endpoints_[static_cast<size_t>(rank_)];
     auto is_here = [&](uint32_t address) {
       return std::find(here.addresses, here.addresses + here.address_count, address) != here.addresses + here.address_count;
     };
@@ -233,7 +233,11 @@ TcpRing::TcpRing(int rank, int size, std::string label, const Exchange& exchange
 }
 
 TcpRing::~TcpRing() {
-  stopping_ = true;
+  {
+    // Under the mutex, so that the thread cannot miss it between its check and its wait.
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
   queued_.notify_all();
   thread_.join();
   ::close(to_next_);
