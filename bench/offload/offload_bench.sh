@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO-Infinity optimizer and parameter offload (docs/offload.md): three measurements with the trainer.
 #   Usage: bench/offload/offload_bench.sh [BUILD_DIR] [NVME_FOLDER] [what...]
-#   what: bandwidth | checksum | overhead | memcap | user (default: the first four)
+#   what: bandwidth | checksum | overhead | memcap | user | phases (default: the first four)
 #
 # bandwidth  swap GB/s inside the step (pipelining off, so each transfer's queue-to-completion
 #            time is the transfer itself) against ds_io at the same aio settings, same folder,
@@ -26,10 +26,14 @@
 #            nvme wait per step, the swap's read and write GB/s (rank 0, bytes over the handles' busy
 #            time) against ds_io at the planner's aio settings moving one optimizer swap_in's bytes
 #            in the same folder with USER_NP processes at once (per process: aggregate / USER_NP),
-#            and the forward / backward / step milliseconds of each side.
+#            and the forward / backward / step milliseconds of each side. Also ds_io's read rate
+#            while USER_NP other ds_io processes write the same bytes in the same folder (the step
+#            reads while it writes; docs/offload.md, "Write-behind"), beside the reads alone.
 #            USER_LAYERS x USER_WIDTH (default 8 x 1024, ~100M; 24 x 1024 is the ~300M GPT).
 #            BEFORE=<another build dir>: its trainer's offloaded run too, in the same alternation
 #            (side "nvme-before"), to compare a change with the tree before it in one sitting.
+# phases     the user config offloaded, RUNS times, under disk_phases.py: the whole device's GB read
+#            and written, GB/s and busy share in forward, backward and the optimizer step.
 # Environment: RUNS (default 5), STEPS (default 6; the first step is dropped from medians),
 #   AIO ("block_size queue_depth thread_count", default "1048576 8 1"), SUB_GROUP (elements,
 #   default 1e8), WIDTH/LAYERS of the bandwidth and overhead model (default 1024 x 8: ~100M params),
@@ -212,16 +216,19 @@ if [[ " $what " == *" memcap "* ]]; then
   done
 fi
 
+# The user config (docs/offload.md, "Swap speed"): only the stage, the offload devices, nvme_path and
+# pipelining set.
+ulayers=${USER_LAYERS:-8} uwidth=${USER_WIDTH:-1024}
+user_model=(--set dstrain.model.n_layer=$ulayers --set dstrain.model.n_embd=$uwidth --set dstrain.model.n_head=8
+            --set dstrain.model.block_size=64 --set dstrain.model.vocab_size=256 --set train_micro_batch_size_per_gpu=1
+            --set gradient_accumulation_steps=1 --set steps_per_print=1000 --set wall_clock_breakdown=true
+            --set zero_optimization.stage=3)
+user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme
+           --set zero_optimization.offload_optimizer.pipeline_read=true --set zero_optimization.offload_optimizer.pipeline_write=true
+           --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme)
+
 if [[ " $what " == *" user "* ]]; then
-  ulayers=${USER_LAYERS:-8} uwidth=${USER_WIDTH:-1024}
   echo "## user config: $ulayers x $uwidth GPT, ZeRO-3, -np $user_np, micro 1, planner's sizes, medians of $runs alternated runs (steps 2-$steps)"
-  user_model=(--set dstrain.model.n_layer=$ulayers --set dstrain.model.n_embd=$uwidth --set dstrain.model.n_head=8
-              --set dstrain.model.block_size=64 --set dstrain.model.vocab_size=256 --set train_micro_batch_size_per_gpu=1
-              --set gradient_accumulation_steps=1 --set steps_per_print=1000 --set wall_clock_breakdown=true
-              --set zero_optimization.stage=3)
-  user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme
-             --set zero_optimization.offload_optimizer.pipeline_read=true --set zero_optimization.offload_optimizer.pipeline_write=true
-             --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme)
   sides="memory nvme${BEFORE:+ nvme-before}"
   for r in $(seq "$runs"); do
     for side in $sides; do
@@ -236,7 +243,14 @@ if [[ " $what " == *" user "* ]]; then
     io=("$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$group_bytes" --handle --loops 3 --multi_process "$user_np")
     "${io[@]}" > "$work/uds-w$r.txt"
     "${io[@]}" --read > "$work/uds-r$r.txt"
-    rm -f "$nvme"/ds_io_*.dat
+    # The same reads while as many other processes write (in a folder of their own, their files
+    # named as the readers'), three times as many loops so that they outlast the reads.
+    mkdir -p "$nvme/writers"
+    "$build/apps/ds_io/ds_io" --folder "$nvme/writers" --io_size "$group_bytes" --handle --loops 9 --multi_process "$user_np" \
+      > "$work/uds-mixed-w$r.txt" & writers=$!
+    "${io[@]}" --read > "$work/uds-mixed-r$r.txt"
+    wait $writers
+    rm -rf "$nvme"/ds_io_*.dat "$nvme/writers"
   done
   mem=("$work"/user-memory-run*.jsonl) off=("$work"/user-nvme-run*.jsonl)
   step_mem=$(median "1 / m['samples_per_sec'] * $user_np" "${mem[@]}")
@@ -261,6 +275,8 @@ if [[ " $what " == *" user "* ]]; then
   echo "|---|---:|---:|---:|"
   echo "| read | $swap_r | $(python3 -c "print(f'{$ds_r / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") |"
   echo "| write | $swap_w | $(python3 -c "print(f'{$ds_w / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") |"
+  ds_mixed=$(grep -h '^aggregate read' "$work"/uds-mixed-r*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "| read, ds_io reading while $user_np others write | $swap_r | $(python3 -c "print(f'{$ds_mixed / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_mixed:.3f}')") |"
   if [ -n "${BEFORE:-}" ]; then
     before=("$work"/user-nvme-before-run*.jsonl)
     step_before=$(median "1 / m['samples_per_sec'] * $user_np" "${before[@]}")
@@ -269,4 +285,18 @@ if [[ " $what " == *" user "* ]]; then
     echo "before: offloaded / in memory samples/s: $(python3 -c "print(f'{$step_mem / $step_before:.3f}')")," \
          "read $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") x ds_io, write $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") x ds_io"
   fi
+fi
+
+if [[ " $what " == *" phases "* ]]; then
+  device=$(basename "$(findmnt -no SOURCE -T "$nvme")")
+  grep -qw "$device" /proc/diskstats || { echo "phases: $nvme is on $device, which /proc/diskstats does not list" >&2; exit 1; }
+  echo "## disk phases: user config offloaded ($ulayers x $uwidth GPT, -np $user_np), device $device, $runs runs of $steps steps"
+  for r in $(seq "$runs"); do
+    echo "### run $r (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    python3 "$root/bench/offload/disk_phases.py" "$device" "$work/phases$r.jsonl" -- \
+      mpirun --oversubscribe --bind-to none -np "$user_np" "$trainer" --config "$root/configs/default.json" \
+      "${user_model[@]}" "${user_nvme[@]}" --steps "$steps" --metrics "$work/phases$r.jsonl" > "$work/phases$r.txt" 2> "$work/phases$r.err" \
+      || { tail -5 "$work/phases$r.err" >&2; exit 1; }
+    sed -n '/^| steps 2/,$p' "$work/phases$r.txt"
+  done
 fi
