@@ -37,6 +37,7 @@ namespace {
 Config config_from_file(const std::string& path) {
   nlohmann::json json = Config::parse_file(path);
   take_init_from(json);
+  apply_trainer_defaults(json);
   try {
     return Config::from_json(json);
   } catch (Error& e) {

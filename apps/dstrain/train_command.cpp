@@ -138,6 +138,7 @@ int run_training(const TrainOptions& options) {
   for (const std::string& assignment : options.overrides) Config::apply_override(json, assignment);
   if (options.steps > 0) Config::apply_override(json, "dstrain.steps=" + std::to_string(options.steps));
   const std::string init_from = take_init_from(json);
+  apply_trainer_defaults(json);
   Config config = Config::from_json(json);
 
   const nlohmann::json& block = config.dstrain_block();

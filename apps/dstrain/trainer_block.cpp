@@ -13,7 +13,7 @@ namespace {
 
 const std::vector<std::string> kKeys = {"model",  "data",    "steps",   "eval_interval",
                                         "eval_iters", "device", "backend", "memory_limit",
-                                        "gpu_memory_limit"};
+                                        "gpu_memory_limit", "gather_in_forward"};
 const std::vector<std::string> kModelTypes = {"gpt", "llama"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -57,6 +57,13 @@ void check_model_type(const nlohmann::json& model) {
   if (!type.is_string() || std::find(kModelTypes.begin(), kModelTypes.end(), type.get<std::string>()) == kModelTypes.end())
     throw Error("model type " + json_excerpt(type) + " is not built in; supported: " + listed(kModelTypes))
         .with_key("dstrain.model.type");
+}
+
+void apply_trainer_defaults(nlohmann::json& config) {
+  nlohmann::json& block = config["dstrain"];
+  if (block.is_null()) block = nlohmann::json::object();
+  if (!block.is_object()) return;  // Config::from_json names the key
+  if (!block.contains("gather_in_forward")) block["gather_in_forward"] = true;
 }
 
 TrainerBlock read_trainer_block(const nlohmann::json& block) {

@@ -449,12 +449,20 @@ std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::T
                                      },
                                      std::move(job));
   }
-  auto in = std::make_shared<StagedTensor>(input, impl_->reachable(input));
+  // In place (the input is this rank's segment of the output, as torch's all_gather_into_tensor
+  // allows): MPI forbids the two buffers to overlap unless the input is MPI_IN_PLACE; a staged
+  // output was copied from the output, this segment included.
+  const bool in_place = problem.empty() && input.is_contiguous() && output.is_contiguous() &&
+                        input.is_alias_of(output) &&
+                        static_cast<const char*>(input.data_ptr()) ==
+                            static_cast<const char*>(output.data_ptr()) + rank() * input.nbytes();
+  auto in = in_place ? nullptr : std::make_shared<StagedTensor>(input, impl_->reachable(input));
   const MPI_Datatype type = mpi_type(input.scalar_type());
   const int count = static_cast<int>(input.numel());
   impl_->post(*call,
        [this, in, out, type, count](int, MPI_Request* request) {
-         return MPI_Iallgather(in->data(), count, type, out->data(), count, type, impl_->comm_, request);
+         return MPI_Iallgather(in ? in->data() : MPI_IN_PLACE, count, type, out->data(), count, type, impl_->comm_,
+                               request);
        },
        "MPI_Iallgather");
   return std::make_unique<MpiWork>(*impl_, std::move(call),

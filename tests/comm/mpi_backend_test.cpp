@@ -311,6 +311,22 @@ TEST_CASE("all_gather_into and all_gather_into_async place rank r's input at sli
   CHECK(at::equal(async_output, expected));
 }
 
+TEST_CASE("all_gather_into in place: the input is this rank's slice of the output", "[mpi]") {
+  // As torch's all_gather_into_tensor allows, and zero::SliceGather does on each parameter's
+  // storage; small (MPI_IN_PLACE) and 64 KiB and more (the TCP ring where it is chosen).
+  Backend& world = ds::comm::world();
+  const int w = world.world_size(), rank = world.rank();
+  for (int64_t n : {int64_t{37}, int64_t{40000}}) {
+    CAPTURE(n);
+    at::Tensor expected = at::empty({w * n});
+    for (int r = 0; r < w; ++r) expected.narrow(0, r * n, n).copy_(seeded_tensor(seed_of(71, r), n));
+    at::Tensor output = at::full({w * n}, -1.0f);
+    output.narrow(0, rank * n, n).copy_(seeded_tensor(seed_of(71, rank), n));
+    world.all_gather_into_async(output, output.narrow(0, rank * n, n))->wait();
+    CHECK(at::equal(output, expected));
+  }
+}
+
 TEST_CASE("reduce_scatter with unequal parts per destination rank", "[mpi]") {
   Backend& world = ds::comm::world();
   const int w = world.world_size(), rank = world.rank();

@@ -25,6 +25,7 @@
 #include "dstrain/zero/init.hpp"
 #include "dstrain/zero/node_group.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "dstrain/zero/slice_gather.hpp"
 #include "dstrain/engine/host_offload.hpp"
 
 namespace ds {
@@ -111,6 +112,7 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
       log::warn("config key '", key, "' is accepted but not acted on by dstrain yet (docs/config.md)");
   config_.check_trainable();
   const int stage = config_.zero_optimization().stage;
+  const bool gather_in_forward = zero::gathers_in_forward(config_);
 
   if (config_.fp16().enabled && !model_->parameters().empty() && model_->parameters().front().device().is_cpu())
     throw Error("fp16 needs a GPU, and this model is on the CPU, where LibTorch lacks most Half kernels (LayerNorm "
@@ -185,6 +187,14 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
         params_, *layout_, *group_, zero, nvme_params ? make_param_swapper(config_, *layout_, master) : nullptr);
   }
   if (stage == 3 && master_storage_ == MasterStorage::Model) master_ = coordinator_->shard();
+  if (gather_in_forward && master_storage_ == MasterStorage::ModelSlices && device.is_cpu()) {
+    std::vector<at::Tensor> storage;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const zero::ParamSlot& slot = layout_->slot(i);
+      storage.push_back(model_flat_.narrow(0, partitions * slot.shard_offset, partitions * slot.chunk));
+    }
+    slice_gather_ = std::make_unique<zero::SliceGather>(*group_, params_, std::move(storage));
+  }
   lr_ = schedule_.lr(0);
   // Building and sharding the model freed what it no longer holds (whole parameters, staging
   // copies); the host policy never trims the heap, so without this those pages would stay resident
@@ -352,7 +362,8 @@ bool EngineCore::is_gradient_accumulation_boundary() const {
 }
 
 EngineCore::ForwardScope::ForwardScope(EngineCore& engine)
-    : hooks_(engine.coordinator_.get()),
+    : hooks_(engine.coordinator_ ? static_cast<zero::ModuleHooks*>(engine.coordinator_.get())
+                                 : engine.slice_gather_.get()),
       timer_(engine.breakdown_timers(), "forward") {
   if (engine.coordinator_) engine.coordinator_->begin_forward();
 }
@@ -367,6 +378,7 @@ void EngineCore::backward(const at::Tensor& loss) {
 
 void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& gradients) {
   ScopedTimer timer(breakdown_timers(), "backward");
+  wait_for_parameters();  // the forward waited for those it used; a model may read more in backward
   // An optimizer that exchanges its own state (OneBitAdam after freeze_step) takes this rank's
   // gradients as they are: the full allreduce is the traffic it exists to save.
   const bool local_only = !optimizer_->needs_reduced_gradients(optimizer_steps_ + 1);
@@ -472,7 +484,12 @@ double EngineCore::global_grad_norm(const at::Tensor& grads) {
   return std::sqrt(sum_sq.item<double>());
 }
 
+void EngineCore::wait_for_parameters() {
+  if (slice_gather_) slice_gather_->finish();
+}
+
 void EngineCore::step() {
+  wait_for_parameters();  // before this rank's slices change again
   const bool boundary = is_gradient_accumulation_boundary();
   ++micro_steps_;
   if (!boundary) return;
@@ -596,7 +613,12 @@ void EngineCore::refresh_model_from_master() {
     case MasterStorage::Model:
       break;  // the optimizer stepped the model's own storage (stage 3: its partition)
     case MasterStorage::ModelSlices: {
-      // This rank's slices are new in place; the other ranks' come in a window at a time.
+      // This rank's slices are new in place; the other ranks' come during the next forward
+      // (SliceGather), or here a window at a time.
+      if (slice_gather_) {
+        slice_gather_->start();
+        break;
+      }
       const int64_t width =
           refresh_gather_width(config_.zero_optimization().allgather_bucket_size, layout_->partitions());
       for (int64_t at = 0; at < layout_->shard_numel(); at += width)

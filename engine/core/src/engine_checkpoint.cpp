@@ -197,6 +197,7 @@ at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {
 }
 
 std::map<std::string, at::Tensor> EngineCore::consolidated_weights() {
+  wait_for_parameters();
   std::map<std::string, at::Tensor> weights;
   const at::Tensor master = master_range(0, layout_->shard_numel());
   for (size_t i = 0; i < params_.size(); ++i) weights[names_[i]] = gather_full(i, master).clone();
@@ -204,6 +205,7 @@ std::map<std::string, at::Tensor> EngineCore::consolidated_weights() {
 }
 
 void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
+  wait_for_parameters();
   if (tag.empty()) tag = "global_step" + std::to_string(global_steps_);
   at::NoGradGuard no_grad;
   const int rank = group_->rank();
@@ -337,6 +339,7 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
 }
 
 void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
+  wait_for_parameters();  // before the loaded values land where gathers still write
   at::NoGradGuard no_grad;
   NamedTensors state = optimizer_->state();
   const int rank = group_->rank();

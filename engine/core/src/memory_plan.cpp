@@ -13,6 +13,7 @@
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/rank_env.hpp"
 #include "dstrain/zero/buffer_sizes.hpp"
+#include "dstrain/zero/slice_gather.hpp"
 
 namespace ds {
 namespace {
@@ -195,6 +196,8 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
     // through each batch (PipelineEngine), each padded to the partitions as gathered.
     const int64_t held = padded_sum(partitioned, partitions);
     if (config.pipeline().stages && held <= zero.stage3_max_live_parameters) plan.gathered_parameters = db * held;
+  } else if (partitions > 1 && db == 4 && zero::gathers_in_forward(config)) {
+    plan.refresh_gather = 4 * zero::SliceGather::staging_numel(shape.numels, partitions);  // the rest in place
   } else if (partitions > 1) {
     plan.refresh_gather = db * (partitions + 1) * refresh_gather_width(zero.allgather_bucket_size, static_cast<int>(partitions));
   }

@@ -43,10 +43,12 @@ void keep_given(nlohmann::json& block, const std::string& path, const Config& co
 }
 
 // The stage's EngineCore gets the config without gradient clipping: it would clip by this stage's
-// norm alone, and the pipeline clips by the whole model's before calling step().
+// norm alone, and the pipeline clips by the whole model's before calling step(). Nor does it
+// gather parameters during forwards: the schedule runs the stage's module outside EngineCore's.
 Config without_clipping(const Config& config) {
   nlohmann::json json = config.to_json();
   json["gradient_clipping"] = 0.0;
+  json["dstrain"]["gather_in_forward"] = false;
   keep_given(json["zero_optimization"], "zero_optimization", config);
   return Config::from_json(json);
 }

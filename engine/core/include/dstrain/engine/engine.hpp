@@ -22,7 +22,9 @@
 //             the scheduled lr, and refresh_model_from_master refreshes the model's weights.
 //             In fp32 the master is the model's own storage (MasterStorage): stepped in place,
 //             nothing to refresh on one partition or at stage 3 (where it is the partition), the
-//             other ranks' slices all-gathered at stages 1-2. A separate fp32 master (fp16/bf16)
+//             other ranks' slices all-gathered at stages 1-2 (with dstrain.gather_in_forward by
+//             zero::SliceGather during the next forward, each module's as it runs). A separate
+//             fp32 master (fp16/bf16)
 //             is copied into the model at stage 0, all-gathered at 1-2, kept as shards at 3.
 //             With offload_optimizer on NVMe the master, optimizer state and gradient shard live
 //             in swap files and step_offloaded runs the update sub-group by sub-group: swap in,
@@ -60,6 +62,9 @@
 namespace ds {
 
 class HostOffload;
+namespace zero {
+class SliceGather;
+}  // namespace zero
 
 // Per-rank bytes of model state, as the ZeRO paper counts it.
 struct ModelStateBytes {
@@ -127,10 +132,14 @@ class EngineCore {
   int64_t checkpoint_bucket_bytes() const;
   // Full fp32 weights by parameter name (every rank gets them; collective).
   std::map<std::string, at::Tensor> consolidated_weights();
+  // With dstrain.gather_in_forward the parameters' other slices arrive during the next forward;
+  // code that reads the model outside engine forwards waits for them here first. Every EngineCore
+  // call that reads parameters does so itself.
+  void wait_for_parameters();
 
  protected:
-  // Guards one forward: activates the ZeRO-3 hooks (the coordinator's pre_forward and post_forward
-  // around every ds::zero::call) and times it.
+  // Guards one forward: activates the module hooks around every ds::zero::call (stage 3's
+  // coordinator, or stages 1-2's SliceGather) and times it.
   class ForwardScope {
    public:
     explicit ForwardScope(EngineCore& engine);
@@ -220,6 +229,7 @@ class EngineCore {
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
   std::unique_ptr<HostOffload> host_offload_;        // offload_optimizer.device "cpu", model on a GPU
   std::unique_ptr<zero::ParameterCoordinator> coordinator_;
+  std::unique_ptr<zero::SliceGather> slice_gather_;  // ModelSlices with dstrain.gather_in_forward
   std::unique_ptr<zero::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;
   LrSchedule schedule_;
@@ -246,7 +256,10 @@ class Engine : public EngineCore {
     ForwardScope scope(*this);
     return zero::call(model_, std::forward<Args>(args)...);
   }
-  ModelHolder& module() { return model_; }
+  ModelHolder& module() {
+    wait_for_parameters();
+    return model_;
+  }
 
  private:
   ModelHolder model_;

@@ -1,0 +1,157 @@
+#include "dstrain/zero/slice_gather.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <unordered_set>
+
+#include "dstrain/comm/backend.hpp"
+#include "dstrain/runtime/error.hpp"
+#include "dstrain/runtime/log.hpp"
+#include "dstrain/zero/module.hpp"
+
+namespace ds::zero {
+
+bool gathers_in_forward(const Config& config) {
+  const auto it = config.dstrain_block().find("gather_in_forward");
+  if (it == config.dstrain_block().end() || it->is_null()) return false;
+  if (!it->is_boolean())
+    throw Error("dstrain.gather_in_forward must be true or false, not " + it->dump()).with_key("dstrain.gather_in_forward");
+  return it->get<bool>();
+}
+
+int64_t SliceGather::staging_numel(const std::vector<int64_t>& numels, int64_t ranks) {
+  int64_t slices = 0;
+  for (int64_t numel : numels) {
+    const int64_t chunk = (numel + ranks - 1) / ranks;
+    if (ranks * chunk < kSmallNumel) slices += chunk;
+  }
+  return (ranks + 1) * slices;
+}
+
+SliceGather::SliceGather(comm::Backend& group, std::vector<at::Tensor> params, std::vector<at::Tensor> storage)
+    : group_(group), params_(std::move(params)), storage_(std::move(storage)), gather_of_(params_.size(), 0) {
+  if (storage_.size() != params_.size()) throw Error("SliceGather: one storage tensor per parameter");
+  for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].unsafeGetTensorImpl()] = i;
+}
+
+SliceGather::~SliceGather() {
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    log::warn_all("dstrain.gather_in_forward: a parameter gather still in flight failed: ", e.what());
+  }
+}
+
+const std::vector<size_t>& SliceGather::own_params(torch::nn::Module& module) {
+  auto it = own_params_.find(&module);
+  if (it != own_params_.end()) return it->second;
+  std::vector<size_t> own;
+  auto add = [&](const at::Tensor& param) {
+    if (auto found = index_of_.find(param.unsafeGetTensorImpl()); found != index_of_.end()) own.push_back(found->second);
+  };
+  std::function<void(torch::nn::Module&)> collect = [&](torch::nn::Module& m) {
+    for (const at::Tensor& param : m.parameters(/*recurse=*/false)) add(param);
+    for (const auto& child : m.children())
+      if (!dynamic_cast<Module*>(child.get())) collect(*child);
+  };
+  collect(module);
+  if (auto* zero_module = dynamic_cast<Module*>(&module))
+    for (const at::Tensor& param : zero_module->external_parameters()) add(param);
+  return own_params_.emplace(&module, std::move(own)).first->second;
+}
+
+void SliceGather::plan_gathers() {
+  const int64_t ranks = group_.world_size();
+  std::vector<bool> planned(params_.size(), false);
+  int64_t small_numel = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (storage_[i].numel() >= kSmallNumel) continue;
+    small_.push_back(i);
+    small_numel += storage_[i].numel() / ranks;
+    planned[i] = true;
+  }
+  if (!small_.empty()) {
+    gathers_.push_back(small_);
+    small_input_ = at::empty({small_numel}, storage_.front().options());
+    small_output_ = at::empty({ranks * small_numel}, storage_.front().options());
+  }
+  auto plan = [&](size_t i) {
+    if (planned[i]) return;
+    planned[i] = true;
+    gathers_.push_back({i});
+  };
+  for (torch::nn::Module* module : trace_)
+    for (size_t i : own_params(*module)) plan(i);
+  for (size_t i = 0; i < params_.size(); ++i) plan(i);
+  for (size_t g = 0; g < gathers_.size(); ++g)
+    for (size_t i : gathers_[g]) gather_of_[i] = g;
+  trace_.clear();
+}
+
+void SliceGather::start() {
+  finish();
+  if (gathers_.empty()) plan_gathers();
+  const int64_t ranks = group_.world_size(), rank = group_.rank();
+  auto own_slice = [&](size_t i) {
+    const int64_t chunk = storage_[i].numel() / ranks;
+    return storage_[i].narrow(0, rank * chunk, chunk);
+  };
+  works_.clear();
+  next_wait_ = 0;
+  for (const std::vector<size_t>& gather : gathers_) {
+    if (!small_.empty() && &gather == &gathers_.front()) {
+      int64_t at = 0;
+      for (size_t i : small_) {
+        const at::Tensor mine = own_slice(i);
+        small_input_.narrow(0, at, mine.numel()).copy_(mine);
+        at += mine.numel();
+      }
+      works_.push_back(group_.all_gather_into_async(small_output_, small_input_));
+    } else {
+      const size_t i = gather.front();
+      works_.push_back(group_.all_gather_into_async(storage_[i], own_slice(i)));  // in place
+    }
+  }
+}
+
+void SliceGather::wait_through(size_t gather) {
+  const int64_t ranks = group_.world_size(), rank = group_.rank();
+  for (; next_wait_ <= gather && next_wait_ < works_.size(); ++next_wait_) {
+    works_[next_wait_]->wait();
+    if (small_.empty() || next_wait_ != 0) continue;
+    // The shared gather holds every rank's slices of the small parameters back to back.
+    const int64_t total = small_input_.numel();
+    int64_t at = 0;
+    for (size_t i : small_) {
+      const int64_t chunk = storage_[i].numel() / ranks;
+      for (int64_t r = 0; r < ranks; ++r)
+        if (r != rank) storage_[i].narrow(0, r * chunk, chunk).copy_(small_output_.narrow(0, r * total + at, chunk));
+      at += chunk;
+    }
+  }
+}
+
+void SliceGather::finish() {
+  if (pending()) wait_through(works_.size() - 1);
+}
+
+void SliceGather::pre_forward(torch::nn::Module& module) {
+  if (gathers_.empty()) {
+    if (std::find(trace_.begin(), trace_.end(), &module) == trace_.end()) trace_.push_back(&module);
+    return;
+  }
+  if (!pending()) return;
+  const std::vector<size_t>& own = own_params(module);
+  if (!own.empty()) {
+    size_t last = 0;
+    for (size_t i : own) last = std::max(last, gather_of_[i]);
+    wait_through(last);
+  }
+  // Transports that move data only inside their own calls (MPI) advance the rest meanwhile.
+  for (size_t g = next_wait_; g < works_.size(); ++g) works_[g]->test();
+}
+
+}  // namespace ds::zero
