@@ -6,7 +6,8 @@
 #                           [--set KEY=VALUE]... [--env VAR=VALUE]... [--ours-only] [--name CLUSTER]
 #     SIZE    25M (8 layers, 512 wide, ctx 64, micro 2) or L<layers>-E<width>-T<ctx>-B<micro>
 #     LAYOUT  NxR: N nodes of R ranks (rows 25M:2x2 and 25M:4x1 by default)
-#     --set   passed to dstrain; --env exported to dstrain's mpirun only (e.g. OMPI_MCA_btl_tcp_links=2)
+#     --set   passed to dstrain (e.g. zero_optimization.stage=2: DDP's math, the all-gather under the
+#             next forward, docs/multi-node.md); --env exported to dstrain's mpirun only (e.g. OMPI_MCA_btl_tcp_links=2)
 #     --name  the cluster's name (scripts/cluster.sh --name; default vsddp), so that runs can coexist
 # Each node runs on its share of the cores (a cpuset of cores / nodes, at least one), as
 # multi_node.sh does; DDP gets threads = node's cores / ranks per node (at least 1); dstrain sizes its
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --env) envs+=("$2"); shift 2 ;;
     --ours-only) ours_only=yes; shift ;;
     --name) name=$2; shift 2 ;;
-    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,18p' "$0" >&2; exit 2 ;;
   esac
 done
 [ ${#rows[@]} -eq 0 ] && rows=(25M:2x2 25M:4x1)

@@ -194,6 +194,8 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
       storage.push_back(model_flat_.narrow(0, partitions * slot.shard_offset, partitions * slot.chunk));
     }
     slice_gather_ = std::make_unique<zero::SliceGather>(*group_, params_, std::move(storage));
+    log::info("dstrain.gather_in_forward: each step's parameter all-gather runs during the next forward, every "
+              "module waiting for its own parameters (docs/zero.md)");
   }
   lr_ = schedule_.lr(0);
   // Building and sharding the model freed what it no longer holds (whole parameters, staging
