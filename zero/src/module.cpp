@@ -11,6 +11,16 @@ void Module::register_external_parameter(const at::Tensor& parameter) {
   external_parameters_.push_back(parameter);
 }
 
+std::vector<at::Tensor> own_parameters(torch::nn::Module& module) {
+  std::vector<at::Tensor> own = module.parameters(/*recurse=*/false);
+  for (const auto& child : module.children())
+    if (!dynamic_cast<Module*>(child.get())) {
+      std::vector<at::Tensor> theirs = own_parameters(*child);
+      own.insert(own.end(), theirs.begin(), theirs.end());
+    }
+  return own;
+}
+
 void register_external_parameter(torch::nn::Module& module, const at::Tensor& parameter) {
   auto* zero_module = dynamic_cast<Module*>(&module);
   if (!zero_module)

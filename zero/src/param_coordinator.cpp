@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <functional>
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/comm/quantized_collectives.hpp"
@@ -99,13 +98,8 @@ const std::vector<size_t>& ParameterCoordinator::own_params(torch::nn::Module& m
   auto it = own_params_.find(&module);
   if (it != own_params_.end()) return it->second;
   std::vector<size_t> own;
-  std::function<void(torch::nn::Module&)> collect = [&](torch::nn::Module& m) {
-    for (const at::Tensor& param : m.parameters(/*recurse=*/false))
-      if (auto found = index_of_.find(param.unsafeGetTensorImpl()); found != index_of_.end()) own.push_back(found->second);
-    for (const auto& child : m.children())
-      if (!dynamic_cast<Module*>(child.get())) collect(*child);
-  };
-  collect(module);
+  for (const at::Tensor& param : own_parameters(module))
+    if (auto found = index_of_.find(param.unsafeGetTensorImpl()); found != index_of_.end()) own.push_back(found->second);
   return own_params_.emplace(&module, std::move(own)).first->second;
 }
 
@@ -396,10 +390,18 @@ void ParameterCoordinator::load_shard_range(const at::Tensor& values, int64_t sh
 void ParameterCoordinator::regather_persistent() {
   at::NoGradGuard no_grad;
   if (swapper_) swapper_->finish_writes();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].persistent) continue;
-    post_gather(i);
-    wait_available(i);
+  std::vector<size_t> persistent;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].persistent) persistent.push_back(i);
+  const bool ab_before = std::getenv("DSTRAIN_PARAM_AB") && std::string(std::getenv("DSTRAIN_PARAM_AB")) == "before";  // AB
+  for (size_t k = 0; k < persistent.size(); ++k) {
+    // Their chunks are a few KB each: the reads of the next ones are queued while this one is
+    // gathered, so that they share the disk's round trips rather than wait for one each.
+    if (swapper_ && !ab_before)
+      for (size_t j = k; j < persistent.size() && swapper_->read_ahead(persistent[j]); ++j) {
+      }
+    post_gather(persistent[k]);
+    wait_available(persistent[k]);
   }
 }
 

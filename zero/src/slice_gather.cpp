@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <functional>
-#include <unordered_set>
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -52,12 +50,7 @@ const std::vector<size_t>& SliceGather::own_params(torch::nn::Module& module) {
   auto add = [&](const at::Tensor& param) {
     if (auto found = index_of_.find(param.unsafeGetTensorImpl()); found != index_of_.end()) own.push_back(found->second);
   };
-  std::function<void(torch::nn::Module&)> collect = [&](torch::nn::Module& m) {
-    for (const at::Tensor& param : m.parameters(/*recurse=*/false)) add(param);
-    for (const auto& child : m.children())
-      if (!dynamic_cast<Module*>(child.get())) collect(*child);
-  };
-  collect(module);
+  for (const at::Tensor& param : own_parameters(module)) add(param);
   if (auto* zero_module = dynamic_cast<Module*>(&module))
     for (const at::Tensor& param : zero_module->external_parameters()) add(param);
   return own_params_.emplace(&module, std::move(own)).first->second;

@@ -21,6 +21,11 @@ class Module : public torch::nn::Module {
   std::vector<at::Tensor> external_parameters_;
 };
 
+// A module's own parameters, as ZeRO's hooks manage them: those of its subtree down to (not into)
+// children deriving from ds::zero::Module, which are called through ds::zero::call and own theirs.
+// External parameters are not among them.
+std::vector<at::Tensor> own_parameters(torch::nn::Module& module);
+
 // DeepSpeed's deepspeed.zero.register_external_parameter(module, parameter). `module` must derive
 // from ds::zero::Module (ds::Error otherwise); `parameter` must require grad.
 void register_external_parameter(torch::nn::Module& module, const at::Tensor& parameter);

@@ -16,8 +16,8 @@
 //
 // The rule that makes it safe is stage 3's: a parameter is read only while the module that owns it
 // runs, or later in the same forward. A module owns its parameters, those of its submodules down
-// to (not into) ds::zero::Module children, and its registered external parameters
-// (ParameterCoordinator's rule). A model that trains at stage 3 trains here. Code that reads
+// to (not into) ds::zero::Module children (zero::own_parameters), and its registered external
+// parameters. A model that trains at stage 3 trains here. Code that reads
 // parameters outside a forward calls finish() first (the engine does, in every entry point).
 #pragma once
 
