@@ -354,3 +354,47 @@ TEST_CASE("parameters read from a shard file: each chunk's aligned window, check
     }
   }
 }
+
+TEST_CASE("parameters read from a shard file with windows longer than one wave of the aio's pieces", "[zero][swap]") {
+  // One worker, one 4 KiB piece in flight: the reader takes pieces of the largest window (24 KiB)
+  // so that each window goes out whole; every value, every byte and the checksum of the whole
+  // window still hold.
+  Scratch scratch;
+  const std::string shard_file = scratch.path + "/shard.swp";
+  const std::vector<ParamSwapper::Chunk> chunks = {{0, 3000}, {3000, 5000}, {8000, 100}};
+  constexpr int64_t kShardNumel = 8100, kPadded = 8192;
+  std::vector<float> values(kPadded, 0.0f);
+  for (int64_t j = 0; j < kShardNumel; ++j) values[j] = std::sin(float(j));
+  const int fd = ::open(shard_file.c_str(), O_WRONLY | O_CREAT, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pwrite(fd, values.data(), kPadded * 4, 0) == kPadded * 4);
+  ::close(fd);
+
+  ParamSwapper::Options options;
+  options.nvme_path = scratch.path;
+  options.chunks = chunks;
+  options.buffer_count = 3;
+  options.buffer_size = 1 << 20;
+  options.shard_file = shard_file;
+  options.aio = ds::io::AioSettings{4096, 1, false, true, 1};
+  ParamSwapper swapper(std::move(options));
+  swapper.store_range(values.data(), 0, kShardNumel);
+  swapper.finish_writes();
+  swapper.take_stats();
+  for (size_t i = 0; i < chunks.size(); ++i) REQUIRE(swapper.read_ahead(i));
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const float* chunk = swapper.acquire(i);
+    for (int64_t j = 0; j < chunks[i].numel; ++j) REQUIRE(chunk[j] == values[chunks[i].shard_offset + j]);
+    swapper.release(i);
+  }
+  // Windows: [0, 3072), [2048, 8192), [7168, 8192) elements.
+  CHECK(swapper.take_stats().read_bytes == (3072 + 6144 + 1024) * 4);
+
+  overwrite(shard_file, 7000 * 4, 4);  // the window's fifth page, past the aio's first piece
+  const ds::Error error = caught_error([&] {
+    const float* chunk = swapper.acquire(1);
+    (void)chunk;
+  });
+  CHECK_THAT(error.message(), Contains("parameter 1"));
+  CHECK(error.offset() == 2048 * 4);
+}

@@ -393,11 +393,10 @@ void ParameterCoordinator::regather_persistent() {
   std::vector<size_t> persistent;
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].persistent) persistent.push_back(i);
-  const bool ab_before = std::getenv("DSTRAIN_PARAM_AB") && std::string(std::getenv("DSTRAIN_PARAM_AB")) == "before";  // AB
   for (size_t k = 0; k < persistent.size(); ++k) {
     // Their chunks are a few KB each: the reads of the next ones are queued while this one is
     // gathered, so that they share the disk's round trips rather than wait for one each.
-    if (swapper_ && !ab_before)
+    if (swapper_)
       for (size_t j = k; j < persistent.size() && swapper_->read_ahead(persistent[j]); ++j) {
       }
     post_gather(persistent[k]);

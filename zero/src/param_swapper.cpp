@@ -18,6 +18,16 @@ namespace {
 
 constexpr const char* kKey = "zero_optimization.offload_param";
 
+// The reader's settings: pieces large enough that the largest read goes out in one wave of
+// queue_depth pieces per worker. A shard_file's window is a page or two longer than its chunk, so
+// at DeepSpeed's 1 MiB x 8 an 8 MiB chunk's window would send its last page alone, a round trip
+// after the rest (docs/offload.md, "The parameter chunks' reads").
+io::AioSettings one_wave(io::AioSettings aio, int64_t largest_read_bytes) {
+  const int64_t pieces = int64_t{aio.queue_depth} * aio.intra_op_parallelism;
+  aio.block_size = std::max(aio.block_size, io::round_up((largest_read_bytes + pieces - 1) / pieces, io::kDirectIoAlignment));
+  return aio;
+}
+
 }  // namespace
 
 ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
@@ -82,7 +92,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
     if (largest > 0) {
       for (int b = 0; b < options_.buffer_count; ++b)
         buffers_.push_back({static_cast<float*>(memory_.allocate(buffer_numel_ * sizeof(float)))});
-      reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
+      reader_ = std::make_unique<io::RawAioHandle>(one_wave(options_.aio, buffer_numel_ * static_cast<int64_t>(sizeof(float))));
     }
     if (file_bytes_ > 0) {
       writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
