@@ -24,7 +24,8 @@ constexpr const char* kKey = "zero_optimization.offload_param";
 // after the rest (docs/offload.md, "The parameter chunks' reads").
 io::AioSettings one_wave(io::AioSettings aio, int64_t largest_read_bytes) {
   const int64_t pieces = int64_t{aio.queue_depth} * aio.intra_op_parallelism;
-  aio.block_size = std::max(aio.block_size, io::round_up((largest_read_bytes + pieces - 1) / pieces, io::kDirectIoAlignment));
+  const int64_t wave = io::round_up((largest_read_bytes + pieces - 1) / pieces, io::kDirectIoAlignment);
+  aio.block_size = std::max(aio.block_size, std::min(wave, io::kMaxBlockSize));
   return aio;
 }
 
