@@ -20,15 +20,6 @@ bool gathers_in_forward(const Config& config) {
   return it->get<bool>();
 }
 
-int64_t SliceGather::staging_numel(const std::vector<int64_t>& numels, int64_t ranks) {
-  int64_t slices = 0;
-  for (int64_t numel : numels) {
-    const int64_t chunk = (numel + ranks - 1) / ranks;
-    if (ranks * chunk < kSmallNumel) slices += chunk;
-  }
-  return (ranks + 1) * slices;
-}
-
 SliceGather::SliceGather(comm::Backend& group, std::vector<at::Tensor> params, std::vector<at::Tensor> storage)
     : group_(group), params_(std::move(params)), storage_(std::move(storage)), gather_of_(params_.size(), 0) {
   if (storage_.size() != params_.size()) throw Error("SliceGather: one storage tensor per parameter");

@@ -49,9 +49,6 @@ class SliceGather : public ModuleHooks {
  public:
   // Parameters smaller than this (whole, padded) share one gather.
   static constexpr int64_t kSmallNumel = int64_t{1} << 16;
-  // The elements of the shared gather's staging (this rank's slices and every rank's) for
-  // parameters of `numels` elements over `ranks` ranks: what it adds to memory.
-  static int64_t staging_numel(const std::vector<int64_t>& numels, int64_t ranks);
 
   // params: the model's parameters, in order; storage[i]: parameter i's storage, ranks x chunk
   // elements (this rank's slice at rank x chunk), which params[i] views.
