@@ -396,9 +396,8 @@ void ParameterCoordinator::regather_persistent() {
   for (size_t k = 0; k < persistent.size(); ++k) {
     // Their chunks are a few KB each: the reads of the next ones are queued while this one is
     // gathered, so that they share the disk's round trips rather than wait for one each.
-    if (swapper_)
-      for (size_t j = k; j < persistent.size() && swapper_->read_ahead(persistent[j]); ++j) {
-      }
+    for (size_t j = k; swapper_ && j < persistent.size(); ++j)
+      if (!swapper_->read_ahead(persistent[j])) break;  // no buffer free
     post_gather(persistent[k]);
     wait_available(persistent[k]);
   }

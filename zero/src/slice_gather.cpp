@@ -58,26 +58,26 @@ void SliceGather::plan_gathers() {
     planned[i] = true;
   }
   if (!small_.empty()) {
-    gathers_.push_back(small_);
     small_input_ = at::empty({small_numel}, storage_.front().options());
     small_output_ = at::empty({ranks * small_numel}, storage_.front().options());
   }
   auto plan = [&](size_t i) {
     if (planned[i]) return;
     planned[i] = true;
-    gathers_.push_back({i});
+    in_place_.push_back(i);
   };
   for (torch::nn::Module* module : trace_)
     for (size_t i : own_params(*module)) plan(i);
   for (size_t i = 0; i < params_.size(); ++i) plan(i);
-  for (size_t g = 0; g < gathers_.size(); ++g)
-    for (size_t i : gathers_[g]) gather_of_[i] = g;
+  const size_t first = small_.empty() ? 0 : 1;  // the small parameters' gather_of_ stays 0
+  for (size_t k = 0; k < in_place_.size(); ++k) gather_of_[in_place_[k]] = first + k;
   trace_.clear();
+  planned_ = true;
 }
 
 void SliceGather::start() {
   finish();
-  if (gathers_.empty()) plan_gathers();
+  if (!planned_) plan_gathers();
   const int64_t ranks = group_.world_size(), rank = group_.rank();
   auto own_slice = [&](size_t i) {
     const int64_t chunk = storage_[i].numel() / ranks;
@@ -85,27 +85,23 @@ void SliceGather::start() {
   };
   works_.clear();
   next_wait_ = 0;
-  for (const std::vector<size_t>& gather : gathers_) {
-    if (!small_.empty() && &gather == &gathers_.front()) {
-      int64_t at = 0;
-      for (size_t i : small_) {
-        const at::Tensor mine = own_slice(i);
-        small_input_.narrow(0, at, mine.numel()).copy_(mine);
-        at += mine.numel();
-      }
-      works_.push_back(group_.all_gather_into_async(small_output_, small_input_));
-    } else {
-      const size_t i = gather.front();
-      works_.push_back(group_.all_gather_into_async(storage_[i], own_slice(i)));  // in place
+  if (!small_.empty()) {
+    int64_t at = 0;
+    for (size_t i : small_) {
+      const at::Tensor mine = own_slice(i);
+      small_input_.narrow(0, at, mine.numel()).copy_(mine);
+      at += mine.numel();
     }
+    works_.push_back(group_.all_gather_into_async(small_output_, small_input_));
   }
+  for (size_t i : in_place_) works_.push_back(group_.all_gather_into_async(storage_[i], own_slice(i)));
 }
 
 void SliceGather::wait_through(size_t gather) {
   const int64_t ranks = group_.world_size(), rank = group_.rank();
   for (; next_wait_ <= gather && next_wait_ < works_.size(); ++next_wait_) {
     works_[next_wait_]->wait();
-    if (small_.empty() || next_wait_ != 0) continue;
+    if (next_wait_ != 0 || small_.empty()) continue;
     // The shared gather holds every rank's slices of the small parameters back to back.
     const int64_t total = small_input_.numel();
     int64_t at = 0;
@@ -123,7 +119,7 @@ void SliceGather::finish() {
 }
 
 void SliceGather::pre_forward(torch::nn::Module& module) {
-  if (gathers_.empty()) {
+  if (!planned_) {
     if (std::find(trace_.begin(), trace_.end(), &module) == trace_.end()) trace_.push_back(&module);
     return;
   }

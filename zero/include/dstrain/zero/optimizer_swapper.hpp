@@ -19,9 +19,10 @@
 // buffers go: the next, and with pipeline_write also the one after once the previous one's writes
 // are done; pipeline_write writes the previous sub-group back while the next is stepped. Buffers:
 // one locked buffer per file per sub-group in memory at once (a slot), that is one sub-group
-// without pipelining, two with one of them, three with both; buffer_count must cover it. Reads and writes go through two io_uring handles (the aio block's settings) so a wait
-// for the next reads never waits for the previous writes, and a wait for sub-group i's reads never
-// waits for the reads queued after them.
+// without pipelining, two with one of them, three with both; buffer_count must cover it. Reads
+// and writes go through two io_uring handles (the aio block's settings) so a wait for the next
+// reads never waits for the previous writes, and a wait for sub-group i's reads never waits for
+// the reads queued after them.
 //
 // The slots are not emptied between steps: the sub-groups a step visits last stay in them, and
 // the next step, visiting in the other direction, starts with them and reads nothing of their

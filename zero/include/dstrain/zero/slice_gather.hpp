@@ -71,8 +71,8 @@ class SliceGather : public ModuleHooks {
 
  private:
   const std::vector<size_t>& own_params(torch::nn::Module& module);
-  // The gathers in the order start() posts them: the small parameters' first, then the others in
-  // the order the recorded modules own them, then any left.
+  // The gathers in the order start() posts them: the small parameters' shared one first, then one
+  // in place per other parameter, in the order the recorded modules own them, then any left.
   void plan_gathers();
   void wait_through(size_t gather);
 
@@ -83,10 +83,11 @@ class SliceGather : public ModuleHooks {
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> own_params_;
   std::vector<torch::nn::Module*> trace_;  // modules in the order the first forward called them
 
-  std::vector<size_t> small_;                 // parameters in the shared gather
-  at::Tensor small_input_, small_output_;     // its staging: this rank's slices; every rank's
-  std::vector<std::vector<size_t>> gathers_;  // the parameters of each gather, in posting order
-  std::vector<size_t> gather_of_;             // parameter -> its gather
+  bool planned_ = false;
+  std::vector<size_t> small_;              // the parameters of the shared gather, works_[0]
+  at::Tensor small_input_, small_output_;  // its staging: this rank's slices; every rank's
+  std::vector<size_t> in_place_;           // the other parameters, one gather each, in posting order
+  std::vector<size_t> gather_of_;          // parameter -> its gather's place in works_
   std::vector<std::unique_ptr<comm::Work>> works_;
   size_t next_wait_ = 0;  // works_[0, next_wait_) are done
 };
