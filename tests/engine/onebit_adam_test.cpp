@@ -146,6 +146,11 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
   // the compressed momentum ±scale / √v turns ulp-level differences into large ones. A larger eps
   // keeps the comparison about the algorithm rather than about conditioning.
   constexpr double kTestEps = 1e-4;
+  // The bounds leave room for summation order: two ranks' half-batch gradients summed against one
+  // whole batch, and another BLAS (pip LibTorch's on the CUDA build gave 1.02e-5 at step 6). The
+  // signs the compression takes of near-zero momenta follow those last bits. A reference frozen one
+  // step late is 1.7e-3 to 7e-3 relative off at every step after the freeze, so 1e-4 still tells.
+  constexpr double kLossTolerance = 1e-4, kWeightTolerance = 1e-5;
   auto engine = make_engine(onebit_adam(kFreeze, kTestEps), 0.0);
   const std::vector<double> losses = train(*engine, kSteps);
 
@@ -154,7 +159,7 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
   for (int s = 0; s < kSteps; ++s) {
     const double expected = reference.step(s, *source);
     INFO("step " << s + 1 << ": " << losses[s] << " vs " << expected);
-    REQUIRE(std::abs(losses[s] - expected) <= 1e-5 * std::abs(expected));
+    REQUIRE(std::abs(losses[s] - expected) <= kLossTolerance * std::abs(expected));
   }
   const auto weights = engine->consolidated_weights();
   size_t i = 0;
@@ -162,7 +167,7 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
     if (!item.value().requires_grad()) continue;
     const at::Tensor diff = (weights.at(item.key()) - item.value()).abs();
     INFO(item.key() << ": max difference " << diff.max().item<double>());
-    REQUIRE(diff.max().item<double>() <= 1e-6);
+    REQUIRE(diff.max().item<double>() <= kWeightTolerance);
     ++i;
   }
   REQUIRE(i == weights.size());
