@@ -52,6 +52,11 @@ void add_options(CLI::App& app, Options& o) {
   app.add_flag("--checksum", o.checksum,
                "Have the handle compute the CRC-32C of every transfer on its worker threads, as the NVMe "
                "swappers do (with --validate, checked against the buffer's)");
+  app.add_option("--request_size", o.request_size,
+                 "Queue each loop's transfer as async requests of this many bytes and wait once, as the "
+                 "NVMe swappers queue reads ahead (default: one sync request of --io_size)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--sweep", o.sweep,
                "Write then read at every sweep block size x queue depth x io_parallel and print the best "
                "as an \"aio\" config block (ignores --read, --block_size, --queue_depth, --io_parallel)");

@@ -25,6 +25,7 @@ struct Options {
   bool overwrite = false;  // keep the file between write loops (DeepSpeed removes it)
   bool create = false;     // --read of a missing or short file writes it first (else an error)
   bool checksum = false;   // the handle computes each transfer's CRC-32C, as the NVMe swappers have it do
+  int64_t request_size = 0;  // > 0: a loop's transfer is queued as async requests of this many bytes
 
   bool sweep = false;
   std::vector<int64_t> sweep_block_sizes{128 << 10, 256 << 10, 1 << 20, 8 << 20};

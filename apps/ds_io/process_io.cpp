@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -100,6 +101,26 @@ std::string compare_with_file(const std::string& path, const char* buffer, int64
   return problem;
 }
 
+// All requests queued before the one wait, so the handle has the next one while it finishes the
+// last; *checksum is the whole range's, combined from the requests' in file order.
+void transfer_in_requests(io::RawAioHandle& handle, bool read, char* buffer, int64_t size, int64_t request_size,
+                          const std::string& path, uint32_t* checksum) {
+  std::vector<uint32_t> crcs((size + request_size - 1) / request_size);
+  for (int64_t offset = 0, i = 0; offset < size; offset += request_size, ++i) {
+    const int64_t length = std::min(request_size, size - offset);
+    uint32_t* crc = checksum ? &crcs[i] : nullptr;
+    if (read)
+      handle.async_pread(buffer + offset, length, path, offset, crc);
+    else
+      handle.async_pwrite(buffer + offset, length, path, offset, crc);
+  }
+  handle.wait();
+  if (!checksum) return;
+  *checksum = 0;
+  for (int64_t offset = 0, i = 0; offset < size; offset += request_size, ++i)
+    *checksum = io::crc32c_combine(*checksum, crcs[i], std::min(request_size, size - offset));
+}
+
 }  // namespace
 
 void ParentLink::send(const std::string& line) const {
@@ -158,11 +179,13 @@ void run_process(const Options& options, bool read, const io::AioSettings& setti
     if (!shared_handle) loop_handle = std::make_unique<io::RawAioHandle>(settings);
     io::RawAioHandle& handle = shared_handle ? *shared_handle : *loop_handle;
     const int64_t direct_before = handle.direct_bytes(), buffered_before = handle.buffered_bytes();
-    uint32_t* crc = options.checksum ? &checksum : nullptr;
-    if (read)
-      handle.sync_pread(buffer, size, path, 0, crc);
+    if (options.request_size > 0 && options.request_size < size)
+      transfer_in_requests(handle, read, buffer, size, options.request_size, path,
+                           options.checksum ? &checksum : nullptr);
+    else if (read)
+      handle.sync_pread(buffer, size, path, 0, options.checksum ? &checksum : nullptr);
     else
-      handle.sync_pwrite(buffer, size, path, 0, crc);
+      handle.sync_pwrite(buffer, size, path, 0, options.checksum ? &checksum : nullptr);
     direct_bytes += handle.direct_bytes() - direct_before;
     buffered_bytes += handle.buffered_bytes() - buffered_before;
     loop_handle.reset();

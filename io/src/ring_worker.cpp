@@ -31,19 +31,25 @@ void RingWorker::enqueue(Slice slice) {
 }
 
 void RingWorker::run() {
+  SliceTransfers transfers(ring_, settings_);
+  const auto next_slice = [this]() -> std::optional<Slice> {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty()) return std::nullopt;
+    Slice slice = std::move(queue_.front());
+    queue_.pop_front();
+    return slice;
+  };
   while (true) {
-    Slice slice;
-    {
+    if (transfers.idle()) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      slice = std::move(queue_.front());
-      queue_.pop_front();
     }
-    SliceOutcome outcome = transfer_slice(ring_, settings_, slice);
-    direct_bytes_.fetch_add(outcome.direct_bytes, std::memory_order_relaxed);
-    buffered_bytes_.fetch_add(outcome.buffered_bytes, std::memory_order_relaxed);
-    slice.request->finish_slice(std::move(outcome.error), outcome.checksum);
+    for (SliceTransfers::Finished& done : transfers.advance(next_slice)) {
+      direct_bytes_.fetch_add(done.outcome.direct_bytes, std::memory_order_relaxed);
+      buffered_bytes_.fetch_add(done.outcome.buffered_bytes, std::memory_order_relaxed);
+      done.slice.request->finish_slice(std::move(done.outcome.error), done.outcome.checksum);
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-// A thread that owns one io_uring and runs the slices handed to it, one after another, in order.
+// A thread that owns one io_uring and moves the slices handed to it, starting them in order and
+// keeping up to queue_depth of their pieces in flight (SliceTransfers).
 #pragma once
 
 #include <liburing.h>

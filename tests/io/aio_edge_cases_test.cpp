@@ -364,3 +364,35 @@ TEST_CASE("wait_for waits for the requests queued before a number and leaves the
   CHECK(busy > 0);
   CHECK(busy <= std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
+
+TEST_CASE("a request queued behind one that is still in flight on the same worker goes to the device", "[io]") {
+  TempDir dir;
+  const std::string fifo = dir.file("blocked.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opened for reading and writing so that neither this open nor the handle's blocks; the read
+  // from it stays in flight until the test writes.
+  const int fifo_fd = ::open(fifo.c_str(), O_RDWR);
+  REQUIRE(fifo_fd >= 0);
+  const Bytes content = random_bytes(8 * kPage, 21);
+  plain_write(dir.file("data.bin"), content);
+  LockedBuffers locked;
+  char* from_fifo = static_cast<char*>(locked.allocate(kPage));
+  char* from_file = static_cast<char*>(locked.allocate(content.size()));
+  RawAioHandle handle(AioSettings{kPage, 4, false, true, 1});  // one worker
+
+  handle.async_pread(from_fifo, kPage, fifo);
+  handle.async_pread(from_file, static_cast<int64_t>(content.size()), dir.file("data.bin"));
+  // The second request's bytes are counted once its slice is done, while the first still waits.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (handle.direct_bytes() + handle.buffered_bytes() < static_cast<int64_t>(content.size()) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(handle.direct_bytes() + handle.buffered_bytes() == static_cast<int64_t>(content.size()));
+
+  const Bytes fifo_bytes = random_bytes(kPage, 22);
+  REQUIRE(::write(fifo_fd, fifo_bytes.data(), fifo_bytes.size()) == kPage);
+  REQUIRE(handle.wait() == 2);
+  ::close(fifo_fd);
+  CHECK(bytes_at(from_fifo, kPage) == fifo_bytes);
+  CHECK(bytes_at(from_file, static_cast<int64_t>(content.size())) == content);
+}

@@ -2,7 +2,8 @@
 //
 // A request (one buffer, one file range) is cut into block_size pieces. The pieces are shared out
 // as contiguous slices among intra_op_parallelism worker threads, each with its own io_uring and at
-// most queue_depth pieces in flight. Pieces whose buffer address, file offset and length are
+// most queue_depth pieces in flight. A worker starts the next request's slice while the last
+// pieces of the one before are in flight, so queued requests keep the ring as full as one large one. Pieces whose buffer address, file offset and length are
 // 4096-aligned go through O_DIRECT; the rest (unaligned buffers, tails) through the page cache.
 // Short transfers are resubmitted for the remainder; a read that meets the end of the file fails.
 //
