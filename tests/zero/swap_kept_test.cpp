@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dstrain/io/swap_units.hpp"
+#include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/zero/param_swapper.hpp"
@@ -201,4 +202,32 @@ TEST_CASE("the parameter swapper reads the step's master values: from the kept s
       CHECK(params->take_stats().read_bytes == read_bytes);
     }
   }
+}
+
+TEST_CASE("a swap file that fails mid-step, with sub-groups kept unwritten, ends the step with an error naming it",
+          "[zero][swap]") {
+  Scratch scratch;
+  const bool pipeline_write = GENERATE(false, true);
+  CAPTURE(pipeline_write);
+  std::vector<float> master(kShard);
+  {
+    OptimizerSwapper optimizer(optimizer_options(scratch.path, pipeline_write));
+    optimizer.fill(0, [&](int64_t offset, int64_t count, float* dst) {
+      for (int64_t j = 0; j < count; ++j) dst[j] = master[offset + j] = 0.5f * float(offset + j);
+    });
+    step(optimizer, nullptr, master, 1.0f);  // the last sub-groups kept in memory, unwritten
+    // The moments' file now takes no byte: writes to /dev/full fail with ENOSPC, and its reads
+    // (zeros) fail their checksums. The step down the shard writes the kept sub-groups back first.
+    const std::string failing = optimizer.path_of(1);
+    fs::rename(failing, failing + ".moved");
+    fs::create_symlink("/dev/full", failing);
+    try {
+      step(optimizer, nullptr, master, 2.0f);
+      FAIL("the step went through a file that takes no byte");
+    } catch (const ds::Error& error) {
+      INFO(error.what());
+      CHECK(error.path() == failing);
+    }
+  }  // and the destructor returns: it waits for what is still in flight and removes the folder
+  CHECK(fs::is_empty(scratch.path));
 }
