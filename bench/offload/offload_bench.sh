@@ -30,6 +30,8 @@
 #            while USER_NP other ds_io processes write the same bytes in the same folder (the step
 #            reads while it writes; docs/offload.md, "Write-behind"), beside the reads alone.
 #            USER_LAYERS x USER_WIDTH (default 8 x 1024, ~100M; 24 x 1024 is the ~300M GPT).
+#            USER_ACCUM micro-batches a step (default 1): the swap's bytes per step do not grow with
+#            it, the compute does.
 #            BEFORE=<another build dir>: its trainer's offloaded run too, in the same alternation
 #            (side "nvme-before"), to compare a change with the tree before it in one sitting.
 # phases     the user config offloaded, RUNS times, under disk_phases.py: the whole device's GB read
@@ -45,6 +47,7 @@ nvme=${2:-$build/offload_bench_nvme}
 shift $(( $# > 2 ? 2 : $# ))
 what=${*:-bandwidth checksum overhead memcap}
 user_np=${USER_NP:-2}
+user_accum=${USER_ACCUM:-1}
 runs=${RUNS:-5}
 steps=${STEPS:-6}
 read -r block queue threads <<< "${AIO:-1048576 8 1}"
@@ -221,14 +224,14 @@ fi
 ulayers=${USER_LAYERS:-8} uwidth=${USER_WIDTH:-1024}
 user_model=(--set dstrain.model.n_layer=$ulayers --set dstrain.model.n_embd=$uwidth --set dstrain.model.n_head=8
             --set dstrain.model.block_size=64 --set dstrain.model.vocab_size=256 --set train_micro_batch_size_per_gpu=1
-            --set gradient_accumulation_steps=1 --set steps_per_print=1000 --set wall_clock_breakdown=true
+            --set gradient_accumulation_steps=$user_accum --set steps_per_print=1000 --set wall_clock_breakdown=true
             --set zero_optimization.stage=3)
 user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme
            --set zero_optimization.offload_optimizer.pipeline_read=true --set zero_optimization.offload_optimizer.pipeline_write=true
            --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme)
 
 if [[ " $what " == *" user "* ]]; then
-  echo "## user config: $ulayers x $uwidth GPT, ZeRO-3, -np $user_np, micro 1, planner's sizes, medians of $runs alternated runs (steps 2-$steps)"
+  echo "## user config: $ulayers x $uwidth GPT, ZeRO-3, -np $user_np, micro 1 x accumulation $user_accum, planner's sizes, medians of $runs alternated runs (steps 2-$steps)"
   sides="memory nvme${BEFORE:+ nvme-before}"
   for r in $(seq "$runs"); do
     for side in $sides; do
@@ -253,8 +256,8 @@ if [[ " $what " == *" user "* ]]; then
     rm -rf "$nvme"/ds_io_*.dat "$nvme/writers"
   done
   mem=("$work"/user-memory-run*.jsonl) off=("$work"/user-nvme-run*.jsonl)
-  step_mem=$(median "1 / m['samples_per_sec'] * $user_np" "${mem[@]}")
-  step_off=$(median "1 / m['samples_per_sec'] * $user_np" "${off[@]}")
+  step_mem=$(median "1 / m['samples_per_sec'] * $user_np * $user_accum" "${mem[@]}")
+  step_off=$(median "1 / m['samples_per_sec'] * $user_np * $user_accum" "${off[@]}")
   echo "request bytes (one swap_in): $group_bytes"
   echo "| side | step s | samples/s | forward ms | backward ms | step ms | nvme wait s / step | read GB/s | write GB/s | read GB / step | write GB / step |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -262,7 +265,7 @@ if [[ " $what " == *" user "* ]]; then
     files=("$work"/user-$side-run*.jsonl)
     rates="- | - | - | -"
     [ $side != memory ] && rates="$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${files[@]}") | $(median 'm["nvme_read_bytes"] / 1e9' "${files[@]}") | $(median 'm["nvme_write_bytes"] / 1e9' "${files[@]}")"
-    echo "| $side | $(median "1 / m['samples_per_sec'] * $user_np" "${files[@]}") | $(median 'm["samples_per_sec"]' "${files[@]}") |" \
+    echo "| $side | $(median "1 / m['samples_per_sec'] * $user_np * $user_accum" "${files[@]}") | $(median 'm["samples_per_sec"]' "${files[@]}") |" \
          "$(median 'm["breakdown_ms"]["forward"]' "${files[@]}") | $(median 'm["breakdown_ms"]["backward"]' "${files[@]}") |" \
          "$(median 'm["breakdown_ms"]["step"]' "${files[@]}") | $(median 'm["nvme_wait_seconds"]' "${files[@]}") | $rates |"
   done
@@ -279,7 +282,7 @@ if [[ " $what " == *" user "* ]]; then
   echo "| read, ds_io reading while $user_np others write | $swap_r | $(python3 -c "print(f'{$ds_mixed / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_mixed:.3f}')") |"
   if [ -n "${BEFORE:-}" ]; then
     before=("$work"/user-nvme-before-run*.jsonl)
-    step_before=$(median "1 / m['samples_per_sec'] * $user_np" "${before[@]}")
+    step_before=$(median "1 / m['samples_per_sec'] * $user_np * $user_accum" "${before[@]}")
     swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${before[@]}")
     swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${before[@]}")
     echo "before: offloaded / in memory samples/s: $(python3 -c "print(f'{$step_mem / $step_before:.3f}')")," \
