@@ -105,6 +105,26 @@ TEST_CASE("a freed mapping is reused by the same length and unmapped before the 
   CHECK((reused_by_huge || !mapped(address)));
 }
 
+TEST_CASE("a freed mapping of another length is reused: moved with its pages into a longer one, or shortened",
+          "[host_policy]") {
+  if (!huge_pages_or_skip()) return;
+  // Longer than anything the other tests keep, so that these are the kept mappings chosen.
+  at::Tensor first = bytes_tensor(3000 * kMiB);
+  first.narrow(0, 0, 64 * kMiB).fill_(7);
+  first.reset();
+  // Longer: the kept pages move into the head of the new mapping, their bytes with them (a fresh
+  // mapping would read zeros), and nothing stays at the old address.
+  at::Tensor longer = bytes_tensor(3100 * kMiB);
+  CHECK(longer.narrow(0, 0, 64 * kMiB).eq(7).all().item<bool>());
+  const auto* begin = static_cast<const char*>(longer.data_ptr());
+  longer.reset();
+  // Shorter: the same address, the tail past its length unmapped.
+  at::Tensor shorter = bytes_tensor(1000 * kMiB);
+  CHECK(shorter.data_ptr() == begin);
+  CHECK(shorter.narrow(0, 0, 64 * kMiB).eq(7).all().item<bool>());
+  CHECK(!mapped(begin + 2000 * kMiB));
+}
+
 TEST_CASE("the raw allocator interface frees both kinds of block", "[host_policy]") {
   ds::apply_host_policy();
   c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::CPU);

@@ -41,19 +41,9 @@ class Mappings {
  public:
   void* take(size_t length) {
     std::lock_guard<std::mutex> lock(mutex_);
-    void* data = nullptr;
-    auto kept = std::find_if(kept_.begin(), kept_.end(), [&](const auto& block) { return block.second == length; });
-    if (kept != kept_.end()) {
-      data = kept->first;
-      kept_bytes_ -= length;
-      kept_.erase(kept);
-    } else {
-      const size_t room = std::max(peak_live_, live_ + length) - live_ - length;
-      while (kept_bytes_ > room) {
-        ::munmap(kept_.front().first, kept_.front().second);
-        kept_bytes_ -= kept_.front().second;
-        kept_.pop_front();
-      }
+    void* data = reuse(length);
+    if (!data) {
+      evict_for(length);
       data = map_huge(length);
     }
     live_ += length;
@@ -78,6 +68,64 @@ class Mappings {
   }
 
  private:
+  // A kept mapping made `length` long, its pages faulted in already as far as they go, or nullptr.
+  // Of the same length if there is one; else the shortest longer one, its tail unmapped; else the
+  // longest shorter one, moved to the head of a new mapping. Sizes that vary from step to step
+  // (ZeRO-3's gathers, activations) then reuse resident pages instead of faulting in and zeroing
+  // fresh ones: exact lengths alone left 4% of a ZeRO-3 step's CPU time in clear_page.
+  void* reuse(size_t length) {
+    auto same = kept_.end(), longer = kept_.end(), shorter = kept_.end();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      const size_t size = it->second;
+      if (size == length) {
+        same = it;
+        break;
+      }
+      if (size > length && (longer == kept_.end() || size < longer->second)) longer = it;
+      if (size < length && (shorter == kept_.end() || size > shorter->second)) shorter = it;
+    }
+    if (same != kept_.end()) return take_kept(same);
+    if (longer != kept_.end()) {
+      const size_t size = longer->second;
+      char* data = static_cast<char*>(take_kept(longer));
+      ::munmap(data + length, size - length);  // lengths are whole huge pages: the tail is aligned
+      return data;
+    }
+    if (shorter == kept_.end()) return nullptr;
+    const auto [old, size] = *shorter;
+    kept_.erase(shorter);
+    kept_bytes_ -= size;
+    evict_for(length);
+    void* data = nullptr;
+    try {
+      data = map_huge(length);
+    } catch (const std::bad_alloc&) {
+      ::munmap(old, size);
+      throw;
+    }
+    // Both ends on huge-page boundaries, so the kernel moves whole page-table entries, no bytes.
+    if (::mremap(old, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, data) == MAP_FAILED) ::munmap(old, size);
+    return data;
+  }
+
+  void* take_kept(std::deque<std::pair<void*, size_t>>::iterator block) {
+    void* data = block->first;
+    kept_bytes_ -= block->second;
+    kept_.erase(block);
+    return data;
+  }
+
+  // Unmaps kept mappings, oldest first, until a live mapping of `length` more bytes leaves the
+  // mapped bytes (live plus kept) within the most ever live at once.
+  void evict_for(size_t length) {
+    const size_t room = std::max(peak_live_, live_ + length) - live_ - length;
+    while (kept_bytes_ > room) {
+      ::munmap(kept_.front().first, kept_.front().second);
+      kept_bytes_ -= kept_.front().second;
+      kept_.pop_front();
+    }
+  }
+
   std::mutex mutex_;
   std::unordered_map<void*, size_t> length_of_;  // live mappings
   std::deque<std::pair<void*, size_t>> kept_;    // freed mappings, oldest first
