@@ -51,7 +51,8 @@ tail = lines[3:] or lines
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 b = lambda k: med([l.get("breakdown_ms", {}).get(k, float("nan")) for l in tail])
 print(f'{med([l["samples_per_sec"] for l in tail]):.2f} {b("step"):.1f} {b("backward"):.1f} '
-      f'{lines[-1].get("gpu_max_allocated_mb", float("nan")):.0f}')
+      f'{lines[-1].get("gpu_max_allocated_mb", float("nan")):.0f} '
+      f'{b("gradients_to_host"):.1f}/{b("step_on_host"):.1f}/{b("weights_to_device"):.1f}')
 PY
 }
 
@@ -70,7 +71,7 @@ cpu_offload=(--set zero_optimization.offload_optimizer.device=cpu --set zero_opt
 median() { printf "%s\n" "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 for accum in $ACCUMS; do
   echo "### (a) 12 x 768 GPT, bf16, ZeRO 2, micro 16 x 256 tokens, accumulation $accum: $REPS alternated runs, medians"
-  printf "| run | samples/s | step ms | backward ms | peak GPU MB |\n|---|---|---|---|---|\n"
+  printf "| run | samples/s | step ms | backward ms | peak GPU MB | of the step: to host / CPU step / to device ms |\n|---|---|---|---|---|---|\n"
   gpu_rates=() off_rates=()
   for rep in $(seq "$REPS"); do
     for mode in gpu offload; do
@@ -78,9 +79,9 @@ for accum in $ACCUMS; do
       [ "$mode" = offload ] && extra+=("${cpu_offload[@]}")
       # shellcheck disable=SC2046
       status=$(run "a_$mode" "$STEPS" $(model_set 12x768) "${extra[@]}")
-      if [ "$status" != ok ]; then printf "| %s %s | %s | | | |\n" "$mode" "$rep" "$status"; continue; fi
-      read -r rate step backward peak < <(figures "a_$mode")
-      printf "| %s %s | %s | %s | %s | %s |\n" "$mode" "$rep" "$rate" "$step" "$backward" "$peak"
+      if [ "$status" != ok ]; then printf "| %s %s | %s | | | | |\n" "$mode" "$rep" "$status"; continue; fi
+      read -r rate step backward peak parts < <(figures "a_$mode")
+      printf "| %s %s | %s | %s | %s | %s | %s |\n" "$mode" "$rep" "$rate" "$step" "$backward" "$peak" "$parts"
       if [ "$mode" = gpu ]; then gpu_rates+=("$rate"); else off_rates+=("$rate"); fi
     done
   done
@@ -97,7 +98,7 @@ printf "| model | params | optimizer | result | samples/s | peak GPU MB |\n|---|
 limit=(--set dstrain.gpu_memory_limit="$LIMIT" --set train_micro_batch_size_per_gpu=4)
 row() {  # size mode status
   local rate="" peak=""
-  [ "$3" = ok ] && read -r rate _ _ peak < <(figures "b_$1_$2")
+  [ "$3" = ok ] && read -r rate _ _ peak _ < <(figures "b_$1_$2")
   printf "| %s | %s | %s | %s | %s | %s |\n" "$1" "$(params "$1")" "$2" "$3" "$rate" "$peak"
 }
 largest=""

@@ -421,6 +421,7 @@ void EngineCore::on_gradient_reduced(const at::Tensor& values, int64_t shard_off
 bool EngineCore::gradients_on_nvme() const { return swapper_ && swapper_->swaps_gradients(); }
 
 const at::Tensor& EngineCore::host_gradients() {
+  ScopedTimer timer(breakdown_timers(), "gradients_to_host");  // the rest of backward's copies
   const at::Tensor& grads = host_offload_->gradients();
   if (!reducer_->has_gradients()) grads.zero_();  // no backward reduced since the last step
   return grads;
@@ -694,7 +695,10 @@ void EngineCore::refresh_model_range(const at::Tensor& values, int64_t shard_off
 }
 
 void EngineCore::finish_refresh() {
-  if (host_offload_) host_offload_->finish_copies_to_device();  // before the next forward reads them
+  if (host_offload_) {
+    ScopedTimer timer(breakdown_timers(), "weights_to_device");
+    host_offload_->finish_copies_to_device();  // before the next forward reads them
+  }
   if (coordinator_) coordinator_->regather_persistent();
 }
 
