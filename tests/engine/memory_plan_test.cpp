@@ -220,6 +220,40 @@ TEST_CASE("the planner shrinks the knobs left unset until the peak fits the budg
   REQUIRE(shrunk);
 }
 
+TEST_CASE("under NVMe offload and a tight budget the planner turns overlap_comm off for the swap, unless it was set",
+          "[memory_plan]") {
+  // bench/offload/bigger_than_box.sh's 1B GPT, 2 ranks under 2 GiB.
+  const nlohmann::json model = {{"type", "gpt"}, {"n_layer", 20}, {"n_head", 16}, {"n_embd", 2048},
+                                {"block_size", 64}, {"vocab_size", 4096}};
+  const ds::ModelShape shape = ds::gpt_shape(ds::models::GPTConfig::from_json(model));
+  const nlohmann::json nvme = {{"device", "nvme"}, {"nvme_path", "/nonexistent"}};
+  nlohmann::json zero = {{"stage", 3}, {"offload_optimizer", nvme}, {"offload_param", nvme}};
+  const nlohmann::json extra = {{"train_micro_batch_size_per_gpu", 1}, {"dstrain", {{"model", model}}}};
+  const int64_t budget = int64_t{1} << 30;  // per rank
+
+  const ds::MemoryPlan planned = ds::plan_memory(config_with(zero, 2, extra), shape, 2, budget_of(budget));
+  const ds::ChosenKnob* overlap = chosen(planned, "zero_optimization.overlap_comm");
+  REQUIRE(overlap != nullptr);
+  CHECK(overlap->value == 0);
+  CHECK(!planned.zero.overlap_comm);
+  CHECK(planned.peak() <= budget * ds::kBudgetShare);
+
+  // Set by the user, it stays on: the swap's knobs shrink further to make room for its bucket.
+  zero["overlap_comm"] = true;
+  const ds::MemoryPlan kept = ds::plan_memory(config_with(zero, 2, extra), shape, 2, budget_of(budget));
+  CHECK(chosen(kept, "zero_optimization.overlap_comm") == nullptr);
+  CHECK(kept.zero.overlap_comm);
+  CHECK(kept.peak() > planned.peak());  // every knob at its least: within the budget, not its margin
+  CHECK(planned.zero.sub_group_size > kept.zero.sub_group_size);
+  CHECK(planned.zero.offload_param.buffer_count > kept.zero.offload_param.buffer_count);
+
+  // With room, nothing shrinks and stage 3 keeps DeepSpeed's default.
+  zero.erase("overlap_comm");
+  const ds::MemoryPlan roomy = ds::plan_memory(config_with(zero, 2, extra), shape, 2, budget_of(int64_t{64} << 30));
+  CHECK(chosen(roomy, "zero_optimization.overlap_comm") == nullptr);
+  CHECK(roomy.zero.overlap_comm);
+}
+
 TEST_CASE("a value the user set that cannot fit the budget is an error naming the key", "[memory_plan]") {
   const ds::ModelShape shape = ds::gpt_shape(ds::models::GPTConfig::from_json(gpt_block(4, 512)));
   const ds::Config config = config_with({{"stage", 2}, {"reduce_bucket_size", 500000000}}, 4);

@@ -317,6 +317,7 @@ ModelShape gpt_stage_shape(const models::GPTConfig& gpt, int first, int last) {
   const size_t per_block = layers > 0 ? (whole.numels.size() - 2 - final_norm) / static_cast<size_t>(layers) : 0;
   ModelShape stage;
   stage.hidden = whole.hidden;
+  stage.numels.reserve(whole.numels.size() + 1);
   auto take = [&](size_t begin, size_t count) {
     stage.numels.insert(stage.numels.end(), whole.numels.begin() + begin, whole.numels.begin() + begin + count);
   };
@@ -354,10 +355,26 @@ int64_t link_bucket_numel(int64_t model_numel) {
   return std::clamp(ceil_div(model_numel, kLeastBuckets), kFloor, kMeasuredNumel);
 }
 
-MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget, bool several_nodes) {
+namespace {
+
+const char* const kShrunk = "shrunk to fit the budget";
+
+// A plan the search found, and how many times it shrank a knob to fit.
+struct Search {
+  MemoryPlan plan;
+  int shrinks = 0;
+};
+
+// The knobs chosen for the budget; with overlap_off, as if overlap_comm were false.
+Search search_plan(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget,
+                   bool several_nodes, bool overlap_off) {
   ZeroConfig zero = config.zero_optimization();
   const int64_t d = shape.hidden;
   std::vector<ChosenKnob> chosen;
+  if (overlap_off) {
+    zero.overlap_comm = false;
+    chosen.push_back({"zero_optimization.overlap_comm", 0, "off: its second reduce bucket in flight goes to the NVMe swap"});
+  }
   auto choose = [&](const std::string& key, int64_t value, const std::string& why,
                     const std::function<void(ZeroConfig&, int64_t)>& set) {
     if (!left_unset(config, key)) return;
@@ -430,6 +447,7 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
     if (!hold) zero.stage3_max_live_parameters = per_module;
   }
   MemoryPlan plan = size_with(config, shape, world, zero);
+  int shrinks = 0;
   while (target > 0 && plan.peak() > target) {
     const Knob* best = nullptr;
     MemoryPlan best_plan = plan;
@@ -451,7 +469,8 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
                            [&](const ChosenKnob& c) { return c.key == "zero_optimization." + best->key; });
     if (it == chosen.end()) it = chosen.insert(chosen.end(), {"zero_optimization." + best->key, 0, ""});
     it->value = value;
-    it->why = "shrunk to fit the budget";
+    it->why = kShrunk;
+    ++shrinks;
   }
 
   // What the swappers need: the offload buffer counts follow from the other knobs.
@@ -488,7 +507,33 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
   plan.chosen = std::move(chosen);
   plan.budget = budget.per_rank();
   plan.budget_source = budget.node ? budget.node->source : "";
+  return {std::move(plan), shrinks};
+}
+
+bool shrank_swap(const MemoryPlan& plan) {
+  return std::any_of(plan.chosen.begin(), plan.chosen.end(), [](const ChosenKnob& knob) {
+    return knob.why == kShrunk &&
+           (knob.key == "zero_optimization.sub_group_size" || knob.key == "zero_optimization.offload_param.buffer_count");
+  });
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world, const MemoryBudget& budget, bool several_nodes) {
+  Search search = search_plan(config, shape, world, budget, several_nodes, false);
+  // Two reduce buckets in flight (overlap_comm, stage 3's default) cost a bucket's memory that the
+  // NVMe swap uses better when the budget is tight: with them the 1B GPT under a 2 GiB cap swapped
+  // sub-groups of 65536 elements through one parameter buffer, and waited on the disk 29 of its
+  // 43 s a step. Across nodes the link needs the overlap more.
+  if (!several_nodes && left_unset(config, "overlap_comm") && search.plan.zero.overlap_comm && shrank_swap(search.plan)) {
+    Search off = search_plan(config, shape, world, budget, several_nodes, true);
+    if (off.shrinks < search.shrinks) search = std::move(off);
+  }
+  MemoryPlan plan = std::move(search.plan);
   if (plan.budget <= 0 || plan.peak() <= plan.budget) return plan;
+
+  const ZeroConfig& zero = plan.zero;
+  const std::vector<Knob> all = knobs();
 
   // Over the budget: a value the user set is to blame when the plan fits with it at its least.
   const std::string over = "the predicted peak is " + mb(plan.peak()) + " per rank, over the budget of " +
