@@ -25,7 +25,8 @@
 # cores; the first step is dropped from the medians), LAYERS/WIDTH/HEADS/VOCAB/CONTEXT (default
 # 20/2048/16/4096/64), IN_RAM (no | auto | yes; default no: on a machine shared with other work,
 # MemAvailable at the start says little about the 5 minutes after it; auto runs it when
-# MemAvailable holds the plan with 3 GB to spare, yes always).
+# MemAvailable holds the plan with 3 GB to spare, yes always), PIPELINE (no | yes: also
+# offload_optimizer.pipeline_read and pipeline_write, as DeepSpeed's tutorials set them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -49,12 +50,14 @@ trap cleanup EXIT
 
 # The config: the model and its batch, and of zero_optimization only what issue 22 allows.
 write_config() {  # file offload(yes|no)
-  python3 - "$1" "$2" "$nvme" "$layers" "$width" "$heads" "$vocab" "$context" <<'PY'
+  python3 - "$1" "$2" "$nvme" "$layers" "$width" "$heads" "$vocab" "$context" "${PIPELINE:-no}" <<'PY'
 import json, sys
-path, offload, nvme, layers, width, heads, vocab, context = sys.argv[1:]
+path, offload, nvme, layers, width, heads, vocab, context, pipeline = sys.argv[1:]
 zero = {"stage": 3}
 if offload == "yes":
     zero["offload_optimizer"] = {"device": "nvme", "nvme_path": nvme}
+    if pipeline == "yes":
+        zero["offload_optimizer"].update({"pipeline_read": True, "pipeline_write": True})
     zero["offload_param"] = {"device": "nvme", "nvme_path": nvme}
 json.dump({
     "train_micro_batch_size_per_gpu": 1,
