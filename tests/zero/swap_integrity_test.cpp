@@ -36,6 +36,14 @@ struct Scratch {
 
 ds::io::AioSettings aio() { return ds::io::AioSettings{8192, 4, false, true, 2}; }
 
+// A shard file as another program writes it: the values at offset 0, with plain pwrite.
+void write_floats(const std::string& path, const std::vector<float>& values) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0600);
+  REQUIRE(fd >= 0);
+  const auto bytes = static_cast<ssize_t>(values.size() * sizeof(float));
+  REQUIRE(::pwrite(fd, values.data(), static_cast<size_t>(bytes), 0) == bytes);
+  ::close(fd);
+}
 
 void overwrite(const std::string& path, int64_t offset, int64_t bytes) {
   std::vector<char> garbage(static_cast<size_t>(bytes), 0x5a);
@@ -278,10 +286,7 @@ TEST_CASE("parameters read from a shard file: each chunk's aligned window, check
     for (size_t j = 0; j < values.size(); ++j) values[j] = std::cos(float(j) + phase);
     std::vector<float> padded(values);
     padded.resize(kPadded, 0.0f);
-    const int fd = ::open(shard_file.c_str(), O_WRONLY | O_CREAT, 0600);
-    REQUIRE(fd >= 0);
-    REQUIRE(::pwrite(fd, padded.data(), kPadded * 4, 0) == kPadded * 4);
-    ::close(fd);
+    write_floats(shard_file, padded);
   };
   auto make = [&](int64_t max_in_cpu) {
     ParamSwapper::Options options;
@@ -365,10 +370,7 @@ TEST_CASE("parameters read from a shard file with windows longer than one wave o
   constexpr int64_t kShardNumel = 8100, kPadded = 8192;
   std::vector<float> values(kPadded, 0.0f);
   for (int64_t j = 0; j < kShardNumel; ++j) values[j] = std::sin(float(j));
-  const int fd = ::open(shard_file.c_str(), O_WRONLY | O_CREAT, 0600);
-  REQUIRE(fd >= 0);
-  REQUIRE(::pwrite(fd, values.data(), kPadded * 4, 0) == kPadded * 4);
-  ::close(fd);
+  write_floats(shard_file, values);
 
   ParamSwapper::Options options;
   options.nvme_path = scratch.path;
