@@ -13,7 +13,7 @@ namespace {
 
 const std::vector<std::string> kKeys = {"model",  "data",    "steps",   "eval_interval",
                                         "eval_iters", "device", "backend", "memory_limit",
-                                        "gpu_memory_limit", "gather_in_forward"};
+                                        "gpu_memory_limit", "gather_in_forward", "step_in_backward"};
 const std::vector<std::string> kModelTypes = {"gpt", "llama"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -64,6 +64,7 @@ void apply_trainer_defaults(nlohmann::json& config) {
   if (block.is_null()) block = nlohmann::json::object();
   if (!block.is_object()) return;  // Config::from_json names the key
   if (!block.contains("gather_in_forward")) block["gather_in_forward"] = true;
+  if (!block.contains("step_in_backward")) block["step_in_backward"] = true;
 }
 
 TrainerBlock read_trainer_block(const nlohmann::json& block) {

@@ -10,6 +10,9 @@
 //   "gpu_memory_limit": a cap on the CUDA allocator (gpu_memory_limit.hpp applies it)
 //   "gather_in_forward": stages 1-2 gather parameters during the next forward (the engine reads
 //              it; the trainer makes it true unless set, since it runs the model only through the engine)
+//   "step_in_backward": with the optimizer on NVMe, the step starts inside the boundary backward
+//              (the engine reads it; the trainer makes it true unless set: it reads no gradient
+//              between backward and step)
 //   HF's TrainingArguments names ("learning_rate", ...): what "auto" values become (ds::Config reads them)
 // Any other key is an error naming it and, when one is close, the key it probably meant.
 #pragma once
@@ -31,7 +34,8 @@ struct TrainerBlock {
 
 TrainerBlock read_trainer_block(const nlohmann::json& block);
 // The engine keys the trainer sets where the config does not: dstrain.gather_in_forward true,
-// since the trainer reads the model only through the engine (docs/config.md).
+// since the trainer reads the model only through the engine, and dstrain.step_in_backward true,
+// since it reads no gradient between backward and step (docs/config.md).
 void apply_trainer_defaults(nlohmann::json& config);
 
 // A "dstrain.model" block naming a model type this build does not have is a ds::Error naming the

@@ -17,7 +17,7 @@
 # pad; the run does not start when FOLDER's file system has less free. Then, under the cap (cgroup
 # v1 memory.limit_in_bytes + memsw, or v2 memory.max + swap.max 0), STEPS optimizer steps. Then
 # ds_io in the same folder at the same aio settings, one request the size of a swap_in (4 files x
-# the sub-group the planner chose). Then, when MemAvailable holds twice the in-memory run's
+# the sub-group the planner chose), two processes at once as the two ranks are. Then, when MemAvailable holds twice the in-memory run's
 # predicted peak per rank (`dstrain plan`) with 3 GB to spare, the same model and steps in memory
 # at ZeRO-3 without the 2 GB cap (in a group of its own 2 GB short of MemAvailable), for samples/s.
 #
@@ -26,7 +26,8 @@
 # 20/2048/16/4096/64), IN_RAM (no | auto | yes; default no: on a machine shared with other work,
 # MemAvailable at the start says little about the 5 minutes after it; auto runs it when
 # MemAvailable holds the plan with 3 GB to spare, yes always), PIPELINE (no | yes: also
-# offload_optimizer.pipeline_read and pipeline_write, as DeepSpeed's tutorials set them).
+# offload_optimizer.pipeline_read and pipeline_write, as DeepSpeed's tutorials set them),
+# STEP_IN_BACKWARD=no (dstrain.step_in_backward false: the step after backward, as before it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -50,9 +51,9 @@ trap cleanup EXIT
 
 # The config: the model and its batch, and of zero_optimization only what issue 22 allows.
 write_config() {  # file offload(yes|no)
-  python3 - "$1" "$2" "$nvme" "$layers" "$width" "$heads" "$vocab" "$context" "${PIPELINE:-no}" <<'PY'
+  python3 - "$1" "$2" "$nvme" "$layers" "$width" "$heads" "$vocab" "$context" "${PIPELINE:-no}" "${STEP_IN_BACKWARD:-}" <<'PY'
 import json, sys
-path, offload, nvme, layers, width, heads, vocab, context, pipeline = sys.argv[1:]
+path, offload, nvme, layers, width, heads, vocab, context, pipeline, step_in_backward = sys.argv[1:]
 zero = {"stage": 3}
 if offload == "yes":
     zero["offload_optimizer"] = {"device": "nvme", "nvme_path": nvme}
@@ -66,7 +67,8 @@ json.dump({
     "zero_optimization": zero,
     "dstrain": {"model": {"type": "gpt", "n_layer": int(layers), "n_head": int(heads), "n_embd": int(width),
                           "block_size": int(context), "vocab_size": int(vocab), "dropout": 0.0},
-                "data": {"type": "synthetic"}},
+                "data": {"type": "synthetic"},
+                **({"step_in_backward": False} if step_in_backward == "no" else {})},
 }, open(path, "w"), indent=1)
 PY
 }
@@ -165,10 +167,11 @@ rss=$(tail -1 "$work/capped.jsonl" | python3 -c 'import json, sys; print("%.0f" 
 
 # ds_io at the swappers' aio settings (the config's defaults), one swap_in's bytes per request.
 request=$(( 4 * 4 * ${sub_group:-1048576} ))
+# Two processes at once, as the two ranks share the disk; the rate per process.
 io=("$build/apps/ds_io/ds_io" --folder "$nvme" --io_size "$request" --block_size 1M --queue_depth 8 --io_parallel 1
-    --handle --loops 5)
-ds_w=$("${io[@]}" | awk '/^aggregate write/ {print $3}')
-ds_r=$("${io[@]}" --read | awk '/^aggregate read/ {print $3}')
+    --handle --loops 5 --multi_process 2)
+ds_w=$("${io[@]}" | awk '/^aggregate write/ {printf "%.3f", $3 / 2}')
+ds_r=$("${io[@]}" --read | awk '/^aggregate read/ {printf "%.3f", $3 / 2}')
 rm -f "$nvme"/ds_io_*.dat
 
 # In memory, without the cap, when this machine has the room.
@@ -195,7 +198,7 @@ else
 fi
 
 echo
-echo "| cap MB | peak MB (cgroup) | peak RSS MB (largest rank) | s/step | waited on swap s | swap GB/step (rank 0) | swap read / write GB/s | ds_io read / write GB/s | samples/s | in memory samples/s | ratio |"
+echo "| cap MB | peak MB (cgroup) | peak RSS MB (largest rank) | s/step | waited on swap s | swap GB/step (rank 0) | swap read / write GB/s (rank 0) | ds_io read / write GB/s per process (2 at once) | samples/s | in memory samples/s | ratio |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 ratio="-"
 [ -n "$memory_sps" ] && ratio=$(python3 -c "print(f'{$capped_sps / $memory_sps:.3f}')")

@@ -34,6 +34,8 @@
 #            it, the compute does.
 #            BEFORE=<another build dir>: its trainer's offloaded run too, in the same alternation
 #            (side "nvme-before"), to compare a change with the tree before it in one sitting.
+#            KEPT=yes: also the offloaded run with dstrain.step_in_backward false (side "nvme-kept":
+#            the step after backward, the last sub-groups kept in memory between steps).
 # phases     the user config offloaded, RUNS times, under disk_phases.py: the whole device's GB read
 #            and written, GB/s and busy share in forward, backward and the optimizer step.
 # Environment: RUNS (default 5), STEPS (default 6; the first step is dropped from medians),
@@ -232,10 +234,11 @@ user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_opti
 
 if [[ " $what " == *" user "* ]]; then
   echo "## user config: $ulayers x $uwidth GPT, ZeRO-3, -np $user_np, micro 1 x accumulation $user_accum, planner's sizes, medians of $runs alternated runs (steps 2-$steps)"
-  sides="memory nvme${BEFORE:+ nvme-before}"
+  sides="memory nvme${KEPT:+ nvme-kept}${BEFORE:+ nvme-before}"
   for r in $(seq "$runs"); do
     for side in $sides; do
       sets=("${user_model[@]}"); [ $side != memory ] && sets+=("${user_nvme[@]}")
+      [ $side = nvme-kept ] && sets+=(--set dstrain.step_in_backward=false)
       side_trainer=$trainer; [ $side = nvme-before ] && side_trainer="$BEFORE/apps/dstrain/dstrain"
       mpirun --oversubscribe --bind-to none -np "$user_np" "$side_trainer" --config "$root/configs/default.json" "${sets[@]}" \
         --steps "$steps" --metrics "$work/user-$side-run$r.jsonl" > "$work/user-$side-run$r.log" 2>&1
@@ -280,14 +283,15 @@ if [[ " $what " == *" user "* ]]; then
   echo "| write | $swap_w | $(python3 -c "print(f'{$ds_w / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") |"
   ds_mixed=$(grep -h '^aggregate read' "$work"/uds-mixed-r*.txt | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   echo "| read, ds_io reading while $user_np others write | $swap_r | $(python3 -c "print(f'{$ds_mixed / $user_np:.3f}')") | $(python3 -c "print(f'{$swap_r * $user_np / $ds_mixed:.3f}')") |"
-  if [ -n "${BEFORE:-}" ]; then
-    before=("$work"/user-nvme-before-run*.jsonl)
-    step_before=$(median "1 / m['samples_per_sec'] * $user_np * $user_accum" "${before[@]}")
-    swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${before[@]}")
-    swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${before[@]}")
-    echo "before: offloaded / in memory samples/s: $(python3 -c "print(f'{$step_mem / $step_before:.3f}')")," \
+  for side in $sides; do
+    [ $side = memory ] || [ $side = nvme ] && continue
+    other=("$work"/user-$side-run*.jsonl)
+    step_other=$(median "1 / m['samples_per_sec'] * $user_np * $user_accum" "${other[@]}")
+    swap_r=$(median 'm["nvme_read_bytes"] / m["nvme_read_seconds"] / 1e9' "${other[@]}")
+    swap_w=$(median 'm["nvme_write_bytes"] / m["nvme_write_seconds"] / 1e9' "${other[@]}")
+    echo "$side: offloaded / in memory samples/s: $(python3 -c "print(f'{$step_mem / $step_other:.3f}')")," \
          "read $(python3 -c "print(f'{$swap_r * $user_np / $ds_r:.3f}')") x ds_io, write $(python3 -c "print(f'{$swap_w * $user_np / $ds_w:.3f}')") x ds_io"
-  fi
+  done
 fi
 
 if [[ " $what " == *" phases "* ]]; then

@@ -49,6 +49,8 @@ struct Offload {
   int param_buffer_count = 5;
   int64_t param_buffer_size = 100000000;
   int64_t max_in_cpu = 0;
+  double gradient_clipping = 0.5;
+  std::optional<bool> step_in_backward;  // dstrain.step_in_backward, unset by default
 };
 
 // A folder on the build machine's disk (tmpfs may lack O_DIRECT), fresh per test and world size.
@@ -84,12 +86,14 @@ nlohmann::json config_json(int stage, const Offload& offload, const std::string&
                              {"buffer_count", offload.param_buffer_count},
                              {"buffer_size", offload.param_buffer_size},
                              {"max_in_cpu", offload.max_in_cpu}};
-  return {{"train_micro_batch_size_per_gpu", kGlobalBatch / world / offload.gradient_accumulation},
-          {"gradient_accumulation_steps", offload.gradient_accumulation},
-          {"gradient_clipping", 0.5},
-          {"optimizer", optimizer},
-          {"zero_optimization", zero},
-          {"aio", {{"block_size", 8192}, {"queue_depth", 4}, {"thread_count", 2}}}};
+  nlohmann::json config = {{"train_micro_batch_size_per_gpu", kGlobalBatch / world / offload.gradient_accumulation},
+                            {"gradient_accumulation_steps", offload.gradient_accumulation},
+                            {"gradient_clipping", offload.gradient_clipping},
+                            {"optimizer", optimizer},
+                            {"zero_optimization", zero},
+                            {"aio", {{"block_size", 8192}, {"queue_depth", 4}, {"thread_count", 2}}}};
+  if (offload.step_in_backward) config["dstrain"] = {{"step_in_backward", *offload.step_in_backward}};
+  return config;
 }
 
 ds::models::GPT make_model() {
@@ -251,6 +255,88 @@ TEST_CASE("NVMe optimizer offload reproduces the in-memory engine bit for bit", 
         CHECK(!fs::exists(folder));  // removed with the engine
       }
     }
+  }
+}
+
+// dstrain.step_in_backward: each sub-group is stepped inside the boundary backward once its reduced
+// gradient is whole (stage 3, no clipping, one micro-step a step). The same kernel on the same
+// values: losses and weights equal the in-memory engine's with ==. Its bytes have a closed form
+// that shows the gradient never went to disk: each step reads and writes every sub-group's state
+// once (nothing kept between steps), and the last step also reads the next one's first sub-groups
+// (one per slot, from the top of the shard down) ahead.
+TEST_CASE("a step begun in backward reproduces the in-memory engine, the gradient never on disk", "[mpi][offload]") {
+  const std::string nvme = nvme_dir("step_in_backward");
+  constexpr int kSteps = 12;
+  Offload reference_settings;
+  reference_settings.gradient_clipping = 0;
+  auto reference = make_engine(3, reference_settings, nvme);
+  const std::vector<double> expected = train(*reference, kSteps);
+  for (int variant = 0; variant < 3; ++variant) {
+    Offload offload = reference_settings;
+    offload.on = true;
+    offload.step_in_backward = true;
+    offload.pipeline_read = true;
+    offload.pipeline_write = variant != 1;  // 3 slots, or 2
+    // Sub-groups smaller than the largest parameter (4096 elements): a range spans up to three.
+    offload.sub_group_size = 2000;
+    offload.params = variant == 2;          // the parameters read from the master file as it changes
+    DYNAMIC_SECTION("pipeline_write " << offload.pipeline_write << ", parameters on NVMe " << offload.params) {
+      auto engine = make_engine(3, offload, nvme);
+      const ds::zero::OptimizerSwapper& swap = *engine->optimizer_swapper();
+      engine->take_swap_stats();  // the initial writes
+      REQUIRE(train(*engine, kSteps) == expected);  // bitwise
+      require_same_weights(*reference, *engine);
+
+      const int64_t shard = shard_numel();
+      const int64_t group = round_up(offload.sub_group_size, 1024);
+      const int64_t groups = (shard + group - 1) / group;
+      const int64_t slots = offload.pipeline_write ? 3 : 2;
+      REQUIRE(swap.sub_groups() == groups);
+      int64_t all = 0, first = 0;
+      for (int64_t j = 0; j < groups; ++j) {
+        const int64_t block = round_up(std::min(group, shard - j * group), 1024) * 4;
+        all += block;
+        if (j >= groups - slots) first += block;
+      }
+      const ds::io::SwapStats stats = engine->take_swap_stats();
+      CHECK(stats.write_bytes == 3 * kSteps * all);  // parameters: none (read from the master file)
+      if (offload.params)
+        CHECK(stats.read_bytes > 3 * (kSteps * all + first));
+      else
+        CHECK(stats.read_bytes == 3 * (kSteps * all + first));
+
+      // The reduced gradient of a backward that stepped is gone: asking for it names the key.
+      const ds::data::Batch batch = training_loop::synthetic_source()->batch(
+          engine->global_steps(), 0, ds::comm::get_rank(), ds::comm::get_world_size(), engine->train_micro_batch_size_per_gpu());
+      engine->backward(ds::models::cross_entropy_loss(engine->forward(batch.inputs), batch.targets));
+      expect_error([&] { engine->reduced_gradient_chunk(engine->module()->parameters().front()); },
+                   "dstrain.step_in_backward", "consumed by the step begun in backward");
+      engine->step();
+    }
+  }
+  SECTION("where it cannot act (clipping, accumulation), the step runs after backward as before") {
+    for (int obstacle = 0; obstacle < 2; ++obstacle) {
+      Offload offload = reference_settings;
+      offload.on = offload.pipeline_read = offload.pipeline_write = true;
+      offload.step_in_backward = true;
+      if (obstacle == 0) offload.gradient_clipping = 0.5;
+      else offload.gradient_accumulation = 2;
+      auto engine = make_engine(3, offload, nvme);
+      engine->take_swap_stats();
+      train(*engine, 2);
+      // The kept schedule: the gradient goes through its file.
+      const ds::io::SwapStats expected_bytes = optimizer_swap_bytes(offload, 2, offload.gradient_accumulation);
+      CHECK(engine->take_swap_stats().write_bytes == expected_bytes.write_bytes);
+    }
+  }
+  SECTION("a value other than a bool names the key") {
+    nlohmann::json config = config_json(3, reference_settings, nvme);
+    config["zero_optimization"]["offload_optimizer"] = {{"device", "nvme"}, {"nvme_path", nvme}, {"buffer_count", 12},
+                                                        {"pipeline_read", true}, {"pipeline_write", true}};
+    config["dstrain"] = {{"step_in_backward", "yes"}};
+    torch::manual_seed(kSeed);
+    expect_error([&] { ds::initialize(make_model(), ds::Config::from_json(config), ds::comm::init_distributed("mpi")); },
+                 "dstrain.step_in_backward", "must be true or false");
   }
 }
 

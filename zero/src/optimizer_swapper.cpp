@@ -25,6 +25,10 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
   group_numel_ = optimizer_sub_group_numel(numel, options_.sub_group_size);
   for (int64_t offset = 0; offset < numel; offset += group_numel_)
     groups_.push_back({offset, std::min(group_numel_, numel - offset), {}});
+  gradient_in_file_.assign(groups_.size(), false);
+  if (options_.step_in_backward && !(options_.gradients && options_.pipeline_read))
+    throw Error("offload_optimizer: stepping in backward needs the gradient swapped and pipeline_read");
+  descending_ = options_.step_in_backward;  // the order the reducer delivers the gradient in
 
   const int slots = optimizer_swap_slots(options_.pipeline_read, options_.pipeline_write);
   const int files = static_cast<int>(options_.names.size()) + (options_.gradients ? 1 : 0);
@@ -155,7 +159,8 @@ void OptimizerSwapper::queue_reads(int64_t first, int64_t last) {
       if (slot.group >= 0) return;  // still stepped or written: later sub-groups wait too
       queue_state_reads(j);
     }
-    if (options_.gradients && in_step_ && !slot.gradient_here) queue_gradient_reads(j);
+    // Not while backward still stages it (a step begun in backward: it is read once complete).
+    if (options_.gradients && in_step_ && !gradients_open_ && !slot.gradient_here) queue_gradient_reads(j);
   }
 }
 
@@ -164,8 +169,9 @@ void OptimizerSwapper::queue_state_reads(int64_t i) {
   Slot& slot = slot_of(i);
   free_slot(slot);
   slot.group = i;
-  // Read during backward for the coming step: that backward's gradient ranges are staged here.
-  slot.gradient_here = options_.gradients && !in_step_;
+  // Read for the coming step before or during its backward: that backward's gradient ranges are
+  // staged here, unless some already went to the file (then all of them do).
+  slot.gradient_here = options_.gradients && !gradient_in_file_[i] && (!in_step_ || gradients_open_);
   for (size_t k = 0; k < options_.names.size(); ++k)
     reader_->async_pread(g.state[k], padded(g.numel) * sizeof(float), path_of(k), g.offset * sizeof(float),
                          &slot.read_crc[k]);
@@ -240,6 +246,7 @@ void OptimizerSwapper::drop_slots() {
     }
     free_slot(slot);
   }
+  prefetch_due_ = true;  // nothing is held for the next step now
 }
 
 int64_t OptimizerSwapper::page_of(int64_t offset) const {
@@ -312,7 +319,7 @@ void OptimizerSwapper::swap_out(int64_t i) {
   if (position - 1 + slots < sub_groups()) wait_writes();
   Slot& slot = slot_of(i);
   slot.stepped = true;
-  if (position >= sub_groups() - slots) {
+  if (position >= sub_groups() - slots && !options_.step_in_backward) {
     slot.unwritten = true;  // the next step starts with it: written once it has stepped it again
   } else {
     write_back(slot);
@@ -324,6 +331,16 @@ void OptimizerSwapper::swap_out(int64_t i) {
 void OptimizerSwapper::finish_step() {
   stats_.read_seconds += io::wait_counted(*reader_, stats_);
   wait_writes();  // the files hold the step's result, but for the kept sub-groups
+  if (options_.step_in_backward) {
+    // Everything written: the next step's first sub-groups are read during the next forward, their
+    // gradients to be staged into those slots by its backward.
+    for (Slot& slot : slots_) free_slot(slot);
+    in_use_ = -1;
+    in_step_ = false;
+    prefetch_due_ = false;
+    queue_reads(0, static_cast<int64_t>(slots_.size()) - 1);
+    return;
+  }
   // The slots of the sub-groups visited last hold their new values, unwritten: the next step, in
   // the other direction, starts with them.
   for (Slot& slot : slots_) {
@@ -340,6 +357,11 @@ void OptimizerSwapper::finish_step() {
   in_step_ = false;
   prefetch_due_ = true;
   descending_ = !descending_;
+}
+
+bool OptimizerSwapper::gradient_complete(int64_t i) const {
+  const Slot& slot = slot_of(i);
+  return slot.group == i && slot.gradient_here && slot.gradient_staged == groups_[i].numel;
 }
 
 const float* OptimizerSwapper::master_in_memory(int64_t offset, int64_t count) const {
@@ -411,6 +433,7 @@ OptimizerSwapper::GradientPage& OptimizerSwapper::open_page(int64_t index, bool 
 }
 
 void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int64_t count, bool overwrite) {
+  gradients_open_ = true;
   if (prefetch_due_) {
     // A backward after a step with no slot kept: the state the next step reads first cannot
     // change before it.
@@ -421,6 +444,7 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
     const int64_t i = offset / group_numel_;
     const SubGroup& g = groups_[i];
     Slot& slot = slot_of(i);
+    if (options_.step_in_backward) claim_slot(i);
     GradientPage* page = nullptr;
     float* dst = nullptr;
     int64_t n = 0;
@@ -434,6 +458,7 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
       const int64_t at = offset - page_begin(index);
       n = std::min(count, page_valid(index) - at);
       page = &open_page(index, overwrite);
+      gradient_in_file_[i] = true;
       dst = page->buffer + at;
     }
     if (overwrite) {
@@ -453,6 +478,17 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
     offset += n;
     count -= n;
   }
+}
+
+void OptimizerSwapper::claim_slot(int64_t i) {
+  Slot& slot = slot_of(i);
+  if (slot.group == i || gradient_in_file_[i]) return;
+  // A range reaching past the sub-groups read ahead (a parameter larger than a sub-group): the
+  // slot is i's once the sub-group stepped in it is written (the step body that swapped it out has
+  // ended: this is the next range). One not stepped yet keeps it, and i's gradient goes to the file.
+  if (slot.group >= 0 && !slot.stepped) return;
+  if (slot.write_done_at > 0) wait_writes();
+  queue_state_reads(i);
 }
 
 void OptimizerSwapper::wait_gradient_writes(int64_t count) {
@@ -478,6 +514,8 @@ double OptimizerSwapper::finish_gradients() {
     slot.gradient_staged = 0;
   }
   wait_gradient_writes();
+  gradients_open_ = false;
+  gradient_in_file_.assign(groups_.size(), false);
   const double sum = gradient_sum_of_squares_;
   gradient_sum_of_squares_ = 0;
   return sum;

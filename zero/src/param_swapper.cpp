@@ -181,6 +181,7 @@ bool ParamSwapper::read_ahead(size_t i) {
   reader_->async_pread(buffer.data, read_numel_[i] * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
   buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;
+  buffer.stale = false;
   stats_.read_bytes += read_numel_[i] * sizeof(float);
   buffer.state = State::Reading;
   buffer.param = i;
@@ -212,6 +213,9 @@ const float* ParamSwapper::acquire(size_t i) {
   // Only this chunk's read (and those queued before it): the reads ahead of it go on.
   wait_reads(buffer_of_[i]);
   Buffer& buffer = buffers_[buffer_of_[i]];
+  if (buffer.stale)
+    throw Error("offload_param: internal error, " + chunk_name(i) + " is gathered after new values were stored")
+        .with_rank(options_.rank);
   buffer.state = State::Acquired;
   return buffer.data + lead_[i];
 }
@@ -298,6 +302,7 @@ void ParamSwapper::checksum_windows(const float* values, int64_t shard_offset, i
     const int64_t zero_bytes = (read_numel_[i] - in_shard) * static_cast<int64_t>(sizeof(float));
     written_crc_[i] = zero_bytes > 0 ? io::crc32c_combine(crc, io::crc32c_of_zeros(zero_bytes), zero_bytes) : crc;
     stored_[i] = true;
+    if (buffer_of_[i] >= 0 && buffers_[buffer_of_[i]].state == State::Reading) buffers_[buffer_of_[i]].stale = true;
     pieces.clear();  // the next pass starts afresh
     window_taken_[i] = 0;
   }
@@ -324,7 +329,7 @@ void ParamSwapper::wait_reads(int b) {
     throw io::naming_block(e, whose).with_rank(options_.rank);
   }
   for (Buffer& buffer : buffers_)
-    if (buffer.state == State::Reading && !buffer.checked && buffer.read_done_at <= count) {
+    if (buffer.state == State::Reading && !buffer.checked && !buffer.stale && buffer.read_done_at <= count) {
       const size_t i = buffer.param;
       // The owner's newer values over the file's: the window checked is the one handed out.
       const int64_t bytes = read_numel_[i] * static_cast<int64_t>(sizeof(float));

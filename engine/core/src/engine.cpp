@@ -18,10 +18,12 @@
 #include "dstrain/engine/optim/onebit_adam.hpp"
 #include "dstrain/engine/optim/onebit_lamb.hpp"
 #include "dstrain/engine/optim/zero_one_adam.hpp"
+#include "dstrain/engine/step_in_backward.hpp"
 #include "dstrain/io/aio_settings.hpp"
 #include "dstrain/io/swap_preflight.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
+#include "dstrain/zero/buffer_sizes.hpp"
 #include "dstrain/zero/init.hpp"
 #include "dstrain/zero/node_group.hpp"
 #include "dstrain/zero/param_swapper.hpp"
@@ -70,10 +72,28 @@ std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, con
   return std::make_unique<zero::ParamSwapper>(std::move(options));
 }
 
+// Why the step cannot start inside the boundary backward where the config allows it
+// (step_in_backward_config_obstacle), or "".
+std::string step_in_backward_obstacle(const Config& config, const ShardOptimizer& optimizer, at::Device device,
+                                      int64_t shard_numel) {
+  const std::string in_config = step_in_backward_config_obstacle(config);
+  if (!in_config.empty()) return in_config;
+  const ZeroConfig& zero = config.zero_optimization();
+  const int64_t sub_group = zero::optimizer_sub_group_numel(shard_numel, zero.sub_group_size);
+  const int slots = zero::optimizer_swap_slots(zero.offload_optimizer.pipeline_read, zero.offload_optimizer.pipeline_write);
+  if (!zero.offload_optimizer.pipeline_read) return "offload_optimizer.pipeline_read is off";
+  if (!device.is_cpu()) return "the model is on a GPU";
+  if (!optimizer.steps_ranges()) return "the optimizer steps the whole shard at once";
+  // Kept in the slots between steps, the whole shard then moves nothing.
+  if ((shard_numel + sub_group - 1) / sub_group <= slots) return "every sub-group stays in memory between steps";
+  return "";
+}
+
 // offload_optimizer.device "nvme": the master shard, `optimizer`'s state and (outside the pipeline
 // engine) the gradient shard go to swap files (docs/offload.md).
 std::unique_ptr<zero::OptimizerSwapper> make_optimizer_swapper(const Config& config, int64_t shard_numel,
-                                                               ShardOptimizer& optimizer, int rank) {
+                                                               ShardOptimizer& optimizer, int rank,
+                                                               bool step_in_backward) {
   const ZeroConfig& zero = config.zero_optimization();
   zero::OptimizerSwapper::Options options;
   options.nvme_path = zero.offload_optimizer.nvme_path;
@@ -88,6 +108,7 @@ std::unique_ptr<zero::OptimizerSwapper> make_optimizer_swapper(const Config& con
   // The pipeline engine changes reduced gradients in place (the tied weight's sum, clipping by
   // the whole pipeline's norm): under it the gradient shard stays in memory.
   options.gradients = !config.pipeline().stages;
+  options.step_in_backward = step_in_backward;
   options.sum_of_squares = fused::sum_of_squares;
   options.aio = io::aio_settings(config.aio());
   return std::make_unique<zero::OptimizerSwapper>(std::move(options));
@@ -149,7 +170,14 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
   if (!nvme) build_master_shard(optimizer_device);
   optimizer_ = make_optimizer(optimizer_device, nvme ? 0 : layout_->shard_numel());
   if (nvme) {
-    swapper_ = make_optimizer_swapper(config_, layout_->shard_numel(), *optimizer_, group_->rank());
+    if (asks_step_in_backward(config_)) {
+      const std::string obstacle = step_in_backward_obstacle(config_, *optimizer_, device, layout_->shard_numel());
+      step_in_backward_ = obstacle.empty();
+      log::info("dstrain.step_in_backward: ",
+                step_in_backward_ ? "each sub-group is stepped as soon as backward has reduced its gradient"
+                                  : "off, since " + obstacle);
+    }
+    swapper_ = make_optimizer_swapper(config_, layout_->shard_numel(), *optimizer_, group_->rank(), step_in_backward_);
     build_master_shard(optimizer_device);
   }
 
@@ -394,6 +422,8 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   reducer_->set_reducing(each_micro_step || is_gradient_accumulation_boundary());
   reducer_->set_local_only(local_only);
   if (coordinator_) coordinator_->begin_backward();
+  stepping_in_backward_ = step_in_backward_ && is_gradient_accumulation_boundary();
+  if (stepping_in_backward_) lr_ = schedule_.lr(optimizer_steps_);  // as step() will set it
   // Autograd runs the hooks as backward reaches them:
   //   ParameterCoordinator::pre_backward    gradient reached a module's outputs: gather the
   //                                         module's parameters (stage 3), prefetch the previous
@@ -401,12 +431,15 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   //                                         bucket; full buckets are reduced while backward goes on
   //   on_gradient_taken                     ... and release the parameter (stage 3)
   //   on_gradient_reduced                   a bucket's reduction is done: its range goes to the
-  //                                         gradient's swap file (offload_optimizer on NVMe)
+  //                                         gradient's swap file (offload_optimizer on NVMe); with
+  //                                         dstrain.step_in_backward, each sub-group whose gradient
+  //                                         is whole is swapped in, stepped and swapped out here
   torch::autograd::backward(outputs, gradients);
   if (reducer_->reducing()) {
     reducer_->finish_backward();  // the buckets left open go out; every reduction is waited for
     if (gradients_on_nvme()) swapped_grad_sum_of_squares_ = swapper_->finish_gradients();
   }
+  stepping_in_backward_ = false;
   if (coordinator_) coordinator_->release_all();
 }
 
@@ -415,7 +448,30 @@ void EngineCore::on_gradient_taken(size_t param_index) { coordinator_->gradient_
 void EngineCore::on_gradient_reduced(const at::Tensor& values, int64_t shard_offset, bool overwrite) {
   // A model on a GPU: the bucket's result comes to the host first (the swapper writes host pages).
   const at::Tensor host = values.is_cpu() ? values : values.to(at::kCPU);
-  swapper_->write_gradients(host.data_ptr<float>(), shard_offset, host.numel(), overwrite);
+  const float* data = host.data_ptr<float>();
+  if (!stepping_in_backward_) {
+    swapper_->write_gradients(data, shard_offset, host.numel(), overwrite);
+    return;
+  }
+  // The range a sub-group at a time from its top down, the step's order: each sub-group it
+  // completes is stepped before the next piece needs a slot, so a range longer than the slots
+  // hold (a parameter larger than several sub-groups) is stepped through as it is staged.
+  ScopedTimer timer(breakdown_timers(), "step_in_backward");
+  at::NoGradGuard no_grad;
+  const int64_t group = swapper_->sub_group_numel();
+  for (int64_t end = shard_offset + host.numel(); end > shard_offset;) {
+    const int64_t begin = std::max(shard_offset, (end - 1) / group * group);
+    swapper_->write_gradients(data + (begin - shard_offset), begin, end - begin, overwrite);
+    end = begin;
+    // The sub-groups whose whole gradient is staged, in the step's order: the same kernel on the
+    // same values as step() would run, one step early.
+    while (stepped_in_backward_ < swapper_->sub_groups()) {
+      const int64_t i = swapper_->step_order(stepped_in_backward_);
+      if (!swapper_->gradient_complete(i)) break;
+      step_sub_group(i, at::Tensor(), 1, 1, optimizer_steps_ + 1);
+      ++stepped_in_backward_;
+    }
+  }
 }
 
 bool EngineCore::gradients_on_nvme() const { return swapper_ && swapper_->swaps_gradients(); }
@@ -436,6 +492,10 @@ at::Tensor EngineCore::reduced_gradient_chunk(const at::Tensor& param) {
     if (!params_[i].is_same(param)) continue;
     if (host_offload_) return layout_->chunk_view(i, host_gradients());
     if (!gradients_on_nvme()) return layout_->chunk_view(i, reducer_->grad_shard());
+    if (stepped_in_backward_ > 0)
+      throw Error("the reduced gradient was consumed by the step begun in backward; set dstrain.step_in_backward "
+                  "false to read it between backward and step")
+          .with_key("dstrain.step_in_backward");
     const zero::ParamSlot& slot = layout_->slot(i);
     at::Tensor chunk = at::zeros({slot.chunk}, at::kFloat);
     if (reducer_->has_gradients()) swapper_->read_gradients(slot.shard_offset, chunk.data_ptr<float>(), slot.chunk);
@@ -582,32 +642,36 @@ void EngineCore::step_on_host(const at::Tensor& grads) {
 void EngineCore::step_offloaded(const at::Tensor& grads, double unscale, double clip) {
   ScopedTimer timer(breakdown_timers(), "step_offloaded");
   zero::OptimizerSwapper& swap = *swapper_;
-  const bool has_gradients = reducer_->has_gradients();
-  for (int64_t k = 0; k < swap.sub_groups(); ++k) {
-    // Up and down the shard on alternate steps: each step starts with the sub-groups the last one
-    // left in memory. state[0] is the master sub-group, state[1..] the optimizer's state
-    // (pipeline_read: the next sub-group is being read meanwhile).
-    const int64_t i = swap.step_order(k);
-    const zero::OptimizerSwapper::SubGroup& group = swap.swap_in(i);
-    const float* g = nullptr;
-    if (grads.defined()) {
-      g = grads.data_ptr<float>() + group.offset;
-    } else {
-      // The swapped-in gradient, unscaled and clipped as step() does the shard in memory.
-      at::Tensor values = at::from_blob(group.gradients, {group.numel}, at::kFloat);
-      if (!has_gradients) values.zero_();  // no backward reduced since the last step
-      if (unscale != 1) values.div_(unscale);
-      if (clip < 1) values.mul_(clip);
-      g = group.gradients;
-    }
-    optimizer_->step_range(group.state[0], g, group.state.data() + 1, group.numel, lr_, optimizer_steps_);
-    swap.swap_out(i);  // pipeline_write: written while the next sub-group steps
-    // The buffers stay valid until the slot's next swap_in, so the model takes the new master
-    // values from them while they are written.
-    refresh_model_range(at::from_blob(group.state[0], {group.numel}, at::kFloat), group.offset);
-  }
+  // Up and down the shard on alternate steps: each step starts with the sub-groups the last one
+  // left in memory. With dstrain.step_in_backward the first ones were stepped during backward.
+  for (int64_t k = stepped_in_backward_; k < swap.sub_groups(); ++k)
+    step_sub_group(swap.step_order(k), grads, unscale, clip, optimizer_steps_);
+  stepped_in_backward_ = 0;
   swap.finish_step();
   finish_refresh();
+}
+
+void EngineCore::step_sub_group(int64_t i, const at::Tensor& grads, double unscale, double clip, int64_t step) {
+  zero::OptimizerSwapper& swap = *swapper_;
+  // state[0] is the master sub-group, state[1..] the optimizer's state (pipeline_read: the next
+  // sub-group is being read meanwhile).
+  const zero::OptimizerSwapper::SubGroup& group = swap.swap_in(i);
+  const float* g = nullptr;
+  if (grads.defined()) {
+    g = grads.data_ptr<float>() + group.offset;
+  } else {
+    // The swapped-in gradient, unscaled and clipped as step() does the shard in memory.
+    at::Tensor values = at::from_blob(group.gradients, {group.numel}, at::kFloat);
+    if (!stepping_in_backward_ && !reducer_->has_gradients()) values.zero_();  // no backward reduced since the last step
+    if (unscale != 1) values.div_(unscale);
+    if (clip < 1) values.mul_(clip);
+    g = group.gradients;
+  }
+  optimizer_->step_range(group.state[0], g, group.state.data() + 1, group.numel, lr_, step);
+  swap.swap_out(i);  // pipeline_write: written while the next sub-group steps
+  // The buffers stay valid until the slot's next swap_in, so the model takes the new master
+  // values from them while they are written.
+  refresh_model_range(at::from_blob(group.state[0], {group.numel}, at::kFloat), group.offset);
 }
 
 void EngineCore::refresh_model_from_master() {

@@ -9,6 +9,7 @@
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/engine/models/activation_checkpointing.hpp"
+#include "dstrain/engine/step_in_backward.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/rank_env.hpp"
@@ -426,6 +427,12 @@ Search search_plan(const Config& config, const ModelShape& shape, int world, con
     choose("sub_group_size", std::max<int64_t>(ceil_div(shard, 8), int64_t{1} << 20), "an eighth of the shard",
            knob("sub_group_size").set);
   }
+  // The step begun in backward (dstrain.step_in_backward, the trainer's default) stages each
+  // sub-group's gradient into a slot read ahead for it: a second slot, and the step's reads and
+  // writes then overlap backward and the gradient never goes to disk.
+  if (nvme_optimizer && asks_step_in_backward(config) && step_in_backward_config_obstacle(config).empty())
+    choose("offload_optimizer.pipeline_read", 1, "the step begun in backward reads ahead (dstrain.step_in_backward)",
+           [](ZeroConfig& z, int64_t v) { z.offload_optimizer.pipeline_read = v != 0; });
   if (nvme_params)
     choose("offload_param.max_in_cpu", 0, "offload_param on NVMe: no chunk resident beyond the buffers",
            knob("offload_param.max_in_cpu").set);

@@ -37,6 +37,16 @@
 // checksums as any read; a file changed after they were read is caught by the next step's read of
 // it, or rewritten whole by the step's write-back.
 //
+// With Options::step_in_backward (and the gradients here, pipeline_read, one micro-step a step)
+// the step itself starts inside the boundary backward: every step goes down the shard, the order
+// in which the reducer delivers the ranges, so the engine can swap a sub-group in, step it and swap
+// it out as soon as gradient_complete() says its whole gradient is staged in its slot; its gradient
+// never goes to the file and back, and its reads and writes overlap the rest of backward. Nothing
+// is kept between such steps: finish_step() writes everything back and then queues the reads of the
+// next step's first sub-groups, which run during the next forward. A sub-group whose gradient
+// partly went to the file (no slot was free when its first range came) and every one after it are
+// stepped in step() as usual.
+//
 // With Options::gradients the fp32 gradient shard is a file too, <folder>/gradients.swp: the
 // reducer's results arrive during backward as ranges of any size and alignment
 // (write_gradients), are staged in a few locked pages and go out O_DIRECT a page at a time once a
@@ -77,6 +87,7 @@ class OptimizerSwapper {
     bool pipeline_read = false;
     bool pipeline_write = false;
     bool gradients = false;          // the fp32 gradient shard in gradients.swp too
+    bool step_in_backward = false;   // with gradients and pipeline_read: see above
     // With `gradients`: the kernel that sums the squares of each staged range (the engine's fused
     // one; zero/ sits below the engine's kernels, so it is handed in).
     double (*sum_of_squares)(const float* values, int64_t n) = nullptr;
@@ -114,8 +125,12 @@ class OptimizerSwapper {
   int64_t file_bytes() const;
 
   // The k-th sub-group the coming step visits: 0, 1, ... on one step, ..., 1, 0 on the next, so
-  // that each step starts with the sub-groups the last one left in memory.
+  // that each step starts with the sub-groups the last one left in memory (step_in_backward:
+  // always ..., 1, 0).
   int64_t step_order(int64_t k) const { return descending_ ? sub_groups() - 1 - k : k; }
+  // step_in_backward, during backward: sub-group i's whole gradient is staged in its slot, so the
+  // step may take it now.
+  bool gradient_complete(int64_t i) const;
   // Sub-group i's state in memory: queues the reads of the next sub-groups whose slots are free
   // (pipeline_read), then waits for i's (queued ahead under pipeline_read). Sub-groups go in
   // step_order(); i's buffers stay valid until the step's swap_in of a sub-group sharing its slot.
@@ -206,6 +221,9 @@ class OptimizerSwapper {
   // held or queued yet.
   void queue_reads(int64_t first, int64_t last);
   void queue_state_reads(int64_t i);
+  // step_in_backward: a gradient range of sub-group i came before i was read ahead; i's state is
+  // read into its slot now where the sub-group there has been stepped.
+  void claim_slot(int64_t i);
   void queue_gradient_reads(int64_t i);
   // Waits for sub-group i's reads (and those queued before them) and checks every block read
   // against its checksum.
@@ -243,6 +261,9 @@ class OptimizerSwapper {
   int64_t in_use_ = -1;        // the sub-group swap_in handed out last in this step, -1 outside a step
   bool in_step_ = false;       // from the first swap_in to finish_step: gradient reads may be queued
   bool prefetch_due_ = true;   // the next write_gradients begins a backward: read ahead for the step
+  bool gradients_open_ = false;  // from a backward's first write_gradients to finish_gradients
+  // Per sub-group: a range of this backward went to the gradient's file (no slot held it).
+  std::vector<bool> gradient_in_file_;
   bool descending_ = false;    // the coming step's direction (step_order)
   std::vector<GradientPage> pages_;
   int64_t page_numel_ = 0;

@@ -206,6 +206,8 @@ class EngineCore {
   // too, and then each swapped-in gradient sub-group is divided by `unscale` (fp16's loss scale, else
   // 1) and multiplied by `clip` (when < 1) first.
   void step_offloaded(const at::Tensor& grads, double unscale, double clip);
+  // One sub-group of it: swap in, the kernel at optimizer step number `step`, swap out, refresh.
+  void step_sub_group(int64_t i, const at::Tensor& grads, double unscale, double clip, int64_t step);
   // Refreshes the model's working copy from the whole master shard (in memory or swapped).
   void refresh_model_from_master();
   // Takes the new master values of shard elements [shard_offset, + values.numel()) into the model
@@ -243,6 +245,11 @@ class EngineCore {
   double grad_norm_ = 0;
   // With the gradient on NVMe: the sum of squares of the last reducing backward's result.
   double swapped_grad_sum_of_squares_ = 0;
+  // dstrain.step_in_backward where it can act; during the boundary backward, stepping_in_backward_,
+  // and the sub-groups of the coming step stepped so far (step() does the rest).
+  bool step_in_backward_ = false;
+  bool stepping_in_backward_ = false;
+  int64_t stepped_in_backward_ = 0;
 };
 
 template <class ModelHolder>
