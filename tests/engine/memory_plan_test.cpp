@@ -254,6 +254,46 @@ TEST_CASE("under NVMe offload and a tight budget the planner turns overlap_comm 
   CHECK(roomy.zero.overlap_comm);
 }
 
+TEST_CASE("for the step begun in backward the planner turns pipeline_read on, unless it was set or cannot act",
+          "[memory_plan]") {
+  // The reported 300M GPT, 2 ranks under 1.5 GB, only the offload keys set.
+  const nlohmann::json model = {{"type", "gpt"}, {"n_layer", 24}, {"n_head", 16}, {"n_embd", 1024},
+                                {"block_size", 64}, {"vocab_size", 4096}};
+  const ds::ModelShape shape = ds::gpt_shape(ds::models::GPTConfig::from_json(model));
+  const nlohmann::json nvme = {{"device", "nvme"}, {"nvme_path", "/nonexistent"}};
+  nlohmann::json zero = {{"stage", 3}, {"offload_optimizer", nvme}, {"offload_param", nvme}};
+  nlohmann::json extra = {{"train_micro_batch_size_per_gpu", 1},
+                          {"dstrain", {{"model", model}, {"step_in_backward", true}}}};
+  const int64_t budget = int64_t{768} << 20;  // per rank
+
+  const ds::MemoryPlan planned = ds::plan_memory(config_with(zero, 2, extra), shape, 2, budget_of(budget));
+  const ds::ChosenKnob* read_ahead = chosen(planned, "zero_optimization.offload_optimizer.pipeline_read");
+  REQUIRE(read_ahead != nullptr);
+  CHECK(read_ahead->value == 1);
+  CHECK(planned.zero.offload_optimizer.pipeline_read);
+  // Two slots of 4 files: the buffer count follows, and the plan still fits.
+  CHECK(planned.zero.offload_optimizer.buffer_count == 8);
+  CHECK(planned.peak() <= budget * ds::kBudgetShare);
+  // The plan applied to the config carries it as a bool.
+  const ds::Config applied = ds::apply_memory_plan(config_with(zero, 2, extra), planned);
+  CHECK(applied.zero_optimization().offload_optimizer.pipeline_read);
+
+  // Not asked for (the C++ API's default), set by the user, or ruled out by the config: left alone.
+  nlohmann::json off = extra;
+  off["dstrain"].erase("step_in_backward");
+  CHECK(chosen(ds::plan_memory(config_with(zero, 2, off), shape, 2, budget_of(budget)),
+               "zero_optimization.offload_optimizer.pipeline_read") == nullptr);
+  nlohmann::json set = zero;
+  set["offload_optimizer"]["pipeline_read"] = false;
+  const ds::MemoryPlan user = ds::plan_memory(config_with(set, 2, extra), shape, 2, budget_of(budget));
+  CHECK(chosen(user, "zero_optimization.offload_optimizer.pipeline_read") == nullptr);
+  CHECK(!user.zero.offload_optimizer.pipeline_read);
+  nlohmann::json clipped = extra;
+  clipped["gradient_clipping"] = 1.0;
+  CHECK(chosen(ds::plan_memory(config_with(zero, 2, clipped), shape, 2, budget_of(budget)),
+               "zero_optimization.offload_optimizer.pipeline_read") == nullptr);
+}
+
 TEST_CASE("a value the user set that cannot fit the budget is an error naming the key", "[memory_plan]") {
   const ds::ModelShape shape = ds::gpt_shape(ds::models::GPTConfig::from_json(gpt_block(4, 512)));
   const ds::Config config = config_with({{"stage", 2}, {"reduce_bucket_size", 500000000}}, 4);
