@@ -254,7 +254,7 @@ TEST_CASE("under NVMe offload and a tight budget the planner turns overlap_comm 
   CHECK(roomy.zero.overlap_comm);
 }
 
-TEST_CASE("for the step begun in backward the planner turns pipeline_read on, unless it was set or cannot act",
+TEST_CASE("for the step begun in backward the planner turns pipelining on, unless it was set or cannot act",
           "[memory_plan]") {
   // The reported 300M GPT, 2 ranks under 1.5 GB, only the offload keys set.
   const nlohmann::json model = {{"type", "gpt"}, {"n_layer", 24}, {"n_head", 16}, {"n_embd", 1024},
@@ -271,12 +271,16 @@ TEST_CASE("for the step begun in backward the planner turns pipeline_read on, un
   REQUIRE(read_ahead != nullptr);
   CHECK(read_ahead->value == 1);
   CHECK(planned.zero.offload_optimizer.pipeline_read);
-  // Two slots of 4 files: the buffer count follows, and the plan still fits.
-  CHECK(planned.zero.offload_optimizer.buffer_count == 8);
+  const ds::ChosenKnob* write_behind = chosen(planned, "zero_optimization.offload_optimizer.pipeline_write");
+  REQUIRE(write_behind != nullptr);
+  CHECK(planned.zero.offload_optimizer.pipeline_write);
+  // Three slots of 4 files: the buffer count follows, and the plan still fits.
+  CHECK(planned.zero.offload_optimizer.buffer_count == 12);
   CHECK(planned.peak() <= budget * ds::kBudgetShare);
   // The plan applied to the config carries it as a bool.
   const ds::Config applied = ds::apply_memory_plan(config_with(zero, 2, extra), planned);
   CHECK(applied.zero_optimization().offload_optimizer.pipeline_read);
+  CHECK(applied.zero_optimization().offload_optimizer.pipeline_write);
 
   // Not asked for (the C++ API's default), set by the user, or ruled out by the config: left alone.
   nlohmann::json off = extra;
@@ -287,6 +291,7 @@ TEST_CASE("for the step begun in backward the planner turns pipeline_read on, un
   set["offload_optimizer"]["pipeline_read"] = false;
   const ds::MemoryPlan user = ds::plan_memory(config_with(set, 2, extra), shape, 2, budget_of(budget));
   CHECK(chosen(user, "zero_optimization.offload_optimizer.pipeline_read") == nullptr);
+  CHECK(chosen(user, "zero_optimization.offload_optimizer.pipeline_write") == nullptr);
   CHECK(!user.zero.offload_optimizer.pipeline_read);
   nlohmann::json clipped = extra;
   clipped["gradient_clipping"] = 1.0;

@@ -428,11 +428,17 @@ Search search_plan(const Config& config, const ModelShape& shape, int world, con
            knob("sub_group_size").set);
   }
   // The step begun in backward (dstrain.step_in_backward, the trainer's default) stages each
-  // sub-group's gradient into a slot read ahead for it: a second slot, and the step's reads and
-  // writes then overlap backward and the gradient never goes to disk.
-  if (nvme_optimizer && asks_step_in_backward(config) && step_in_backward_config_obstacle(config).empty())
-    choose("offload_optimizer.pipeline_read", 1, "the step begun in backward reads ahead (dstrain.step_in_backward)",
+  // sub-group's gradient into a slot read ahead for it, and must not wait in backward for a
+  // sub-group's writes either (without pipeline_write swap_out does): three slots, and the step's
+  // reads and writes then overlap backward and the gradient never goes to disk.
+  if (nvme_optimizer && asks_step_in_backward(config) && step_in_backward_config_obstacle(config).empty()) {
+    const std::string why = "the step begun in backward overlaps its swap with backward (dstrain.step_in_backward)";
+    choose("offload_optimizer.pipeline_read", 1, why,
            [](ZeroConfig& z, int64_t v) { z.offload_optimizer.pipeline_read = v != 0; });
+    if (zero.offload_optimizer.pipeline_read)
+      choose("offload_optimizer.pipeline_write", 1, why,
+             [](ZeroConfig& z, int64_t v) { z.offload_optimizer.pipeline_write = v != 0; });
+  }
   if (nvme_params)
     choose("offload_param.max_in_cpu", 0, "offload_param on NVMe: no chunk resident beyond the buffers",
            knob("offload_param.max_in_cpu").set);
