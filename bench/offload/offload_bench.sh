@@ -31,7 +31,9 @@
 #            reads while it writes; docs/offload.md, "Write-behind"), beside the reads alone.
 #            USER_LAYERS x USER_WIDTH (default 8 x 1024, ~100M; 24 x 1024 is the ~300M GPT).
 #            USER_ACCUM micro-batches a step (default 1): the swap's bytes per step do not grow with
-#            it, the compute does.
+#            it, the compute does. USER_SETS: more --set options for every side (e.g. "--set
+#            gradient_clipping=0": configs/default.json clips at 1.0, which keeps the step after
+#            backward; DeepSpeed's default is 0).
 #            BEFORE=<another build dir>: its trainer's offloaded run too, in the same alternation
 #            (side "nvme-before"), to compare a change with the tree before it in one sitting.
 #            KEPT=yes: also the offloaded run with dstrain.step_in_backward false (side "nvme-kept":
@@ -227,7 +229,7 @@ ulayers=${USER_LAYERS:-8} uwidth=${USER_WIDTH:-1024}
 user_model=(--set dstrain.model.n_layer=$ulayers --set dstrain.model.n_embd=$uwidth --set dstrain.model.n_head=8
             --set dstrain.model.block_size=64 --set dstrain.model.vocab_size=256 --set train_micro_batch_size_per_gpu=1
             --set gradient_accumulation_steps=$user_accum --set steps_per_print=1000 --set wall_clock_breakdown=true
-            --set zero_optimization.stage=3)
+            --set zero_optimization.stage=3 ${USER_SETS:-})
 user_nvme=(--set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path=$nvme
            --set zero_optimization.offload_optimizer.pipeline_read=true --set zero_optimization.offload_optimizer.pipeline_write=true
            --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path=$nvme)
