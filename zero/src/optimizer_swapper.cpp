@@ -319,7 +319,7 @@ void OptimizerSwapper::swap_out(int64_t i) {
   if (position - 1 + slots < sub_groups()) wait_writes();
   Slot& slot = slot_of(i);
   slot.stepped = true;
-  if (position >= sub_groups() - slots && !options_.step_in_backward) {
+  if (position >= sub_groups() - slots) {
     slot.unwritten = true;  // the next step starts with it: written once it has stepped it again
   } else {
     write_back(slot);
@@ -331,23 +331,15 @@ void OptimizerSwapper::swap_out(int64_t i) {
 void OptimizerSwapper::finish_step() {
   stats_.read_seconds += io::wait_counted(*reader_, stats_);
   wait_writes();  // the files hold the step's result, but for the kept sub-groups
-  if (options_.step_in_backward) {
-    // Everything written: the next step's first sub-groups are read during the next forward, their
-    // gradients to be staged into those slots by its backward.
-    for (Slot& slot : slots_) free_slot(slot);
-    in_use_ = -1;
-    in_step_ = false;
-    prefetch_due_ = false;
-    queue_reads(0, static_cast<int64_t>(slots_.size()) - 1);
-    return;
-  }
   // The slots of the sub-groups visited last hold their new values, unwritten: the next step, in
-  // the other direction, starts with them.
+  // the other direction, starts with them. A step begun in backward always goes down the shard, so
+  // its last sub-groups serve the next forward only, and release_kept() writes them back before
+  // the next backward needs their slots (their gradients are not staged there).
   for (Slot& slot : slots_) {
     if (slot.group >= 0 && slot.stepped) {
       slot.stepped = false;
       slot.kept = true;
-      slot.gradient_here = options_.gradients;
+      slot.gradient_here = options_.gradients && !options_.step_in_backward;
       slot.gradient_staged = 0;
     } else {
       free_slot(slot);
@@ -356,7 +348,28 @@ void OptimizerSwapper::finish_step() {
   in_use_ = -1;
   in_step_ = false;
   prefetch_due_ = true;
-  descending_ = !descending_;
+  if (!options_.step_in_backward) descending_ = !descending_;
+}
+
+void OptimizerSwapper::release_kept() {
+  for (Slot& slot : slots_) {
+    if (!slot.kept) continue;
+    if (slot.unwritten) write_back(slot);
+    // No longer handed out (master_in_memory); the slot is free once the writes are done.
+    slot.kept = false;
+    slot.stepped = true;
+  }
+}
+
+void OptimizerSwapper::settle(int64_t offset, int64_t count) {
+  for (const Slot& slot : slots_) {
+    if (slot.group < 0 || slot.write_done_at == 0) continue;
+    const SubGroup& g = groups_[slot.group];
+    if (offset < g.offset + g.numel && g.offset < offset + count) {
+      wait_writes();
+      return;
+    }
+  }
 }
 
 bool OptimizerSwapper::gradient_complete(int64_t i) const {
@@ -436,8 +449,9 @@ void OptimizerSwapper::write_gradients(const float* values, int64_t offset, int6
   gradients_open_ = true;
   if (prefetch_due_) {
     // A backward after a step with no slot kept: the state the next step reads first cannot
-    // change before it.
+    // change before it. Stepping in backward, the slots are those release_kept() is writing back.
     prefetch_due_ = false;
+    if (options_.step_in_backward) wait_writes();
     if (options_.pipeline_read) queue_reads(0, static_cast<int64_t>(slots_.size()) - 1);
   }
   while (count > 0) {

@@ -178,6 +178,7 @@ bool ParamSwapper::read_ahead(size_t i) {
     if (buffers_[k].state == State::Free) b = static_cast<int>(k);
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
+  if (options_.before_read) options_.before_read(file_offset_[i] / static_cast<int64_t>(sizeof(float)), read_numel_[i]);
   reader_->async_pread(buffer.data, read_numel_[i] * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
   buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;

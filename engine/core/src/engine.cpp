@@ -62,6 +62,7 @@ std::unique_ptr<zero::ParamSwapper> make_param_swapper(const Config& config, con
     options.after_read = [master](int64_t offset, int64_t count, float* dst) {
       return master->overlay_unwritten(0, offset, count, dst);
     };
+    options.before_read = [master](int64_t offset, int64_t count) { master->settle(offset, count); };
   }
   options.rank = layout.rank();
   for (size_t i = 0; i < layout.size(); ++i) options.chunks.push_back({layout.slot(i).shard_offset, layout.slot(i).chunk});
@@ -423,7 +424,12 @@ void EngineCore::backward(const std::vector<at::Tensor>& outputs, const std::vec
   reducer_->set_local_only(local_only);
   if (coordinator_) coordinator_->begin_backward();
   stepping_in_backward_ = step_in_backward_ && is_gradient_accumulation_boundary();
-  if (stepping_in_backward_) lr_ = schedule_.lr(optimizer_steps_);  // as step() will set it
+  if (stepping_in_backward_) {
+    lr_ = schedule_.lr(optimizer_steps_);  // as step() will set it
+    // The last step's final sub-groups served this forward from memory; their slots are this
+    // step's first (no gather is in flight between forward and backward).
+    swapper_->release_kept();
+  }
   // Autograd runs the hooks as backward reaches them:
   //   ParameterCoordinator::pre_backward    gradient reached a module's outputs: gather the
   //                                         module's parameters (stage 3), prefetch the previous

@@ -41,11 +41,12 @@
 // the step itself starts inside the boundary backward: every step goes down the shard, the order
 // in which the reducer delivers the ranges, so the engine can swap a sub-group in, step it and swap
 // it out as soon as gradient_complete() says its whole gradient is staged in its slot; its gradient
-// never goes to the file and back, and its reads and writes overlap the rest of backward. Nothing
-// is kept between such steps: finish_step() writes everything back and then queues the reads of the
-// next step's first sub-groups, which run during the next forward. A sub-group whose gradient
-// partly went to the file (no slot was free when its first range came) and every one after it are
-// stepped in step() as usual.
+// never goes to the file and back, and its reads and writes overlap the rest of backward. The last
+// sub-groups stay in their slots, unwritten, through the next forward (served to the parameter
+// swapper from memory); release_kept() before the next backward queues their writes, and the first
+// gradient range waits for them before reading that step's first sub-groups into those slots. A
+// sub-group whose gradient partly went to the file (no slot was free when its first range came)
+// and every one after it are stepped in step() as usual.
 //
 // With Options::gradients the fp32 gradient shard is a file too, <folder>/gradients.swp: the
 // reducer's results arrive during backward as ranges of any size and alignment
@@ -143,6 +144,13 @@ class OptimizerSwapper {
   // Ends the step. The sub-groups visited last stay in their slots, unwritten, for the next step;
   // the files hold the step's result elsewhere.
   void finish_step();
+
+  // step_in_backward, before the boundary backward: queues the kept sub-groups' writes; they are
+  // no longer handed out, and their slots go to the step's sub-groups once written.
+  void release_kept();
+  // Waits for writes still in flight to master elements [offset, offset + count), so that a read of
+  // them gets the new values (the parameter swapper reading master.swp).
+  void settle(int64_t offset, int64_t count);
 
   // Between steps: the master values of shard elements [offset, offset + count) where one kept
   // sub-group holds them all, else nullptr. Valid until the next swap_in, fill() or write().

@@ -70,6 +70,9 @@ class ParamSwapper {
     // (true if there were any).
     std::function<const float*(int64_t shard_offset, int64_t count)> in_memory;
     std::function<bool(int64_t shard_offset, int64_t count, float* dst)> after_read;
+    // Called before elements [offset, offset + count) are read from the shard_file: the owner's
+    // writes of them still in flight are to finish first.
+    std::function<void(int64_t shard_offset, int64_t count)> before_read;
     io::AioSettings aio;
   };
 
