@@ -182,7 +182,9 @@ bool ParamSwapper::read_ahead(size_t i) {
   reader_->async_pread(buffer.data, read_numel_[i] * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
   buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;
-  buffer.stale = false;
+  // New values have begun to come for this window (a step begun in backward has stepped part of
+  // it, so its parameter's backward is done, and this is a read ahead backward will not use).
+  buffer.stale = reads_shard_file() && window_taken_[i] > 0;
   stats_.read_bytes += read_numel_[i] * sizeof(float);
   buffer.state = State::Reading;
   buffer.param = i;
@@ -291,6 +293,7 @@ void ParamSwapper::checksum_windows(const float* values, int64_t shard_offset, i
     if (lo >= hi) continue;
     window_pieces_[i].push_back({lo, hi - lo, io::crc32c(0, values + (lo - shard_offset), (hi - lo) * sizeof(float))});
     window_taken_[i] += hi - lo;
+    if (buffer_of_[i] >= 0 && buffers_[buffer_of_[i]].state == State::Reading) buffers_[buffer_of_[i]].stale = true;
     // Past the shard's end the file holds its padding's zeros, which no range brings.
     const int64_t in_shard = std::min(begin + read_numel_[i], shard_numel_) - begin;
     if (window_taken_[i] < in_shard) continue;
@@ -303,7 +306,6 @@ void ParamSwapper::checksum_windows(const float* values, int64_t shard_offset, i
     const int64_t zero_bytes = (read_numel_[i] - in_shard) * static_cast<int64_t>(sizeof(float));
     written_crc_[i] = zero_bytes > 0 ? io::crc32c_combine(crc, io::crc32c_of_zeros(zero_bytes), zero_bytes) : crc;
     stored_[i] = true;
-    if (buffer_of_[i] >= 0 && buffers_[buffer_of_[i]].state == State::Reading) buffers_[buffer_of_[i]].stale = true;
     pieces.clear();  // the next pass starts afresh
     window_taken_[i] = 0;
   }

@@ -128,9 +128,9 @@ class ParamSwapper {
     int64_t read_done_at = 0;  // Reading: the reader's queued_count() once its read is queued
     uint32_t read_crc = 0;  // Reading: the checksum of the bytes read, once waited for
     bool checked = false;   // Reading: read_crc was checked
-    // Reading: new values were stored since the read was queued (a step begun in backward stepped
-    // a parameter whose backward was done and whose chunk a read ahead had already asked for): the
-    // bytes are never handed out, so they are not checked either.
+    // Reading: new values were stored for the window before its read finished (a step begun in
+    // backward stepped a parameter whose backward was done, and a read ahead asked for its chunk):
+    // the bytes are never handed out, so they are not checked either.
     bool stale = false;
   };
 
