@@ -348,6 +348,35 @@ TEST_CASE("parameters read from a shard file: each chunk's aligned window, check
         overwrite(shard_file, 2050 * 4, 4);  // chunk 0's element, in chunk 1's window
         CHECK_THAT(caught_error([&] { gather(*swapper, 1); }).message(), Contains("parameter 1"));
       }
+      SECTION("a read ahead whose window gets new values before it is used is dropped, not checked") {
+        // A step begun in backward: the owner holds new values for [3072, 8100) in memory, unwritten
+        // (after_read copies them over what the file gave), and they pass by the swapper while a
+        // read ahead of chunk 1, whose window they partly cover, is in flight.
+        ParamSwapper::Options options;
+        options.nvme_path = scratch.path;
+        options.chunks = chunks;
+        options.buffer_count = 2;
+        options.buffer_size = 1 << 20;
+        options.max_in_cpu = max_in_cpu;
+        options.shard_file = shard_file;
+        options.aio = aio();
+        std::vector<float> owner(values);
+        bool stepped = false;
+        options.after_read = [&](int64_t offset, int64_t count, float* dst) {
+          if (!stepped) return false;
+          for (int64_t j = std::max<int64_t>(offset, 3072); j < std::min<int64_t>(offset + count, kShardNumel); ++j)
+            dst[j - offset] = owner[j];
+          return true;
+        };
+        auto owned = std::make_unique<ParamSwapper>(std::move(options));
+        store_all(*owned);
+        REQUIRE(owned->read_ahead(1));
+        for (int64_t j = 3072; j < kShardNumel; ++j) owner[j] += 1.0f;
+        stepped = true;
+        owned->store_range(owner.data() + 3072, 3072, kShardNumel - 3072);
+        if (max_in_cpu == 0) gather(*owned, 0);  // waits for every read before it: no false alarm
+        CHECK_THAT(caught_error([&] { owned->acquire(1); }).message(), Contains("internal error"));
+      }
       SECTION("the padding past the shard's end changed") {
         store_all(*swapper);
         overwrite(shard_file, 8150 * 4, 4);  // in chunk 1's window too, which ends at 8192
