@@ -106,8 +106,9 @@ expect_failure "negative step" "counters.global_steps: -5 is below 0.*$index" ed
 rm -rf "$work/edited"
 
 # A second job on a folder in use: refused at start, naming the first job's host and pid; the first
-# one goes on (SIGUSR1 then stops it with a checkpoint: its own .partial was never touched).
-"${launch[@]}" -np 2 "$dstrain" "${common[@]}" --steps 400 --save-dir "$work/shared" --metrics "$work/first.jsonl" \
+# one goes on (SIGUSR1 then stops it with a checkpoint: its own .partial was never touched). Steps
+# enough that it is still running then on any machine (400 took 0.5 s on a 16-core one).
+"${launch[@]}" -np 2 "$dstrain" "${common[@]}" --steps 1000000 --save-dir "$work/shared" --metrics "$work/first.jsonl" \
   > "$work/first.log" 2>&1 &
 first=$!
 for _ in $(seq 600); do [ -s "$work/first.jsonl" ] && break; sleep 0.05; done
