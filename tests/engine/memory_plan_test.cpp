@@ -297,6 +297,10 @@ TEST_CASE("for the step begun in backward the planner turns pipelining on, unles
   clipped["gradient_clipping"] = 1.0;
   CHECK(chosen(ds::plan_memory(config_with(zero, 2, clipped), shape, 2, budget_of(budget)),
                "zero_optimization.offload_optimizer.pipeline_read") == nullptr);
+  ds::ModelShape on_gpu = shape;
+  on_gpu.on_gpu = true;
+  CHECK(chosen(ds::plan_memory(config_with(zero, 2, extra), on_gpu, 2, budget_of(budget)),
+               "zero_optimization.offload_optimizer.pipeline_read") == nullptr);
 }
 
 TEST_CASE("a value the user set that cannot fit the budget is an error naming the key", "[memory_plan]") {

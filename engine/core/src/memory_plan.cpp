@@ -431,7 +431,7 @@ Search search_plan(const Config& config, const ModelShape& shape, int world, con
   // sub-group's gradient into a slot read ahead for it, and must not wait in backward for a
   // sub-group's writes either (without pipeline_write swap_out does): three slots, and the step's
   // reads and writes then overlap backward and the gradient never goes to disk.
-  if (nvme_optimizer && asks_step_in_backward(config) && step_in_backward_config_obstacle(config).empty()) {
+  if (nvme_optimizer && !shape.on_gpu && asks_step_in_backward(config) && step_in_backward_config_obstacle(config).empty()) {
     const std::string why = "the step begun in backward overlaps its swap with backward (dstrain.step_in_backward)";
     choose("offload_optimizer.pipeline_read", 1, why,
            [](ZeroConfig& z, int64_t v) { z.offload_optimizer.pipeline_read = v != 0; });
@@ -592,6 +592,7 @@ Config plan_engine_memory(const Config& config, const torch::nn::Module& model, 
     shapes.push_back(param.sizes().vec());
     device = param.device();
   }
+  shape.on_gpu = !device.is_cpu();
   shape.hidden = guess_hidden(shapes);
   // The trainer's GPT: d and the activations from its config block, when it is this model.
   const nlohmann::json& block = config.dstrain_block();

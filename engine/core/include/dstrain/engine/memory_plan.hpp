@@ -38,6 +38,7 @@ struct ModelShape {
   std::vector<int64_t> numels;  // trainable parameters, in the model's order
   int64_t hidden = 0;           // d; 0 when not known
   std::optional<models::GPTConfig> gpt;  // the built-in GPT: its activations are estimated
+  bool on_gpu = false;          // the model is on a GPU (the step cannot begin in backward there)
 };
 
 // The built-in GPT's parameters in its order, from its config alone (the model is never built).
