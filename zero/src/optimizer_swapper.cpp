@@ -499,8 +499,9 @@ void OptimizerSwapper::claim_slot(int64_t i) {
   if (slot.group == i || gradient_in_file_[i]) return;
   // A range reaching past the sub-groups read ahead (a parameter larger than a sub-group): the
   // slot is i's once the sub-group stepped in it is written (the step body that swapped it out has
-  // ended: this is the next range). One not stepped yet keeps it, and i's gradient goes to the file.
-  if (slot.group >= 0 && !slot.stepped) return;
+  // ended: this is the next range). One not stepped yet, or kept unwritten for the next forward,
+  // keeps it, and i's gradient goes to the file.
+  if (slot.group >= 0 && (!slot.stepped || slot.unwritten)) return;
   if (slot.write_done_at > 0) wait_writes();
   queue_state_reads(i);
 }
