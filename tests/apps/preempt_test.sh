@@ -2,7 +2,7 @@
 # Args: DSTRAIN SOURCE_DIR MPIEXEC FLAGS...
 # Preemption (docs/checkpoints.md): a signal makes every rank finish its step, save, and exit 75.
 #   A: -np 2, ZeRO 2, 16 steps uninterrupted.
-#   B: the same with --save-dir and no periodic save; SIGUSR1 to mpirun (which forwards it to every
+#   B: the same (asked for 400 steps) with --save-dir and no periodic save; SIGUSR1 to mpirun (which forwards it to every
 #      rank) once step 4 is logged: exit 75, a checkpoint at the step it stopped on; --resume to 16
 #      logs A's losses bit for bit.
 #   C: SIGTERM to one rank only (as a scheduler that signals processes one by one): the ranks agree
@@ -29,11 +29,13 @@ wait_for_step() {
   return 1
 }
 
-# preempt NAME HOW: run B-style to 16 steps, signal it as HOW says once step 4 is logged, expect
-# exit 75 and a checkpoint at the last logged step, then resume and compare with A.
+# preempt NAME HOW: run B-style, signal it as HOW says once step 4 is logged, expect exit 75 and a
+# checkpoint at the last logged step, then resume to 16 and compare with A. B asks for 400 steps so
+# that the signal lands while it runs on any machine (16 steps ended before it on a 16-core one);
+# with a constant lr its first steps are A's.
 preempt() {
   local name=$1 how=$2 dir="$work/$1"
-  "${launch[@]}" -np 2 "$dstrain" "${common[@]}" --steps 16 --save-dir "$dir" --metrics "$work/$name.jsonl" \
+  "${launch[@]}" -np 2 "$dstrain" "${common[@]}" --steps 400 --save-dir "$dir" --metrics "$work/$name.jsonl" \
     > "$work/$name.log" 2>&1 &
   local launcher=$!
   wait_for_step "$work/$name.jsonl" 4 || { echo "FAIL $name: step 4 never logged"; cat "$work/$name.log"; return 1; }
