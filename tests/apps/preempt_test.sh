@@ -2,9 +2,9 @@
 # Args: DSTRAIN SOURCE_DIR MPIEXEC FLAGS...
 # Preemption (docs/checkpoints.md): a signal makes every rank finish its step, save, and exit 75.
 #   A: -np 2, ZeRO 2, 16 steps uninterrupted.
-#   B: the same (asked for 400 steps) with --save-dir and no periodic save; SIGUSR1 to mpirun (which forwards it to every
-#      rank) once step 4 is logged: exit 75, a checkpoint at the step it stopped on; --resume to 16
-#      logs A's losses bit for bit.
+#   B: the same (asked for 400 steps) with --save-dir and no periodic save; SIGUSR1 to mpirun
+#      (which forwards it to every rank) once step 4 is logged: exit 75, a checkpoint at the step it
+#      stopped on; --resume to 16 logs A's losses bit for bit.
 #   C: SIGTERM to one rank only (as a scheduler that signals processes one by one): the ranks agree
 #      at the next step boundary; exit 75 and a bit-exact resume again.
 #   D: two SIGUSR1 in a row to one rank: the second ends the job at once (not 75, not 0).
