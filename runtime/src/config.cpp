@@ -228,6 +228,14 @@ void Config::log_resolved_autos(const config_detail::AutoValues& autos) const {
 bool Config::is_auto(const std::string& path) const { return auto_keys_.count(path) > 0; }
 bool Config::given(const std::string& path) const { return given_keys_.count(path) > 0; }
 
+bool Config::dstrain_flag(const std::string& key, bool fallback) const {
+  const auto it = dstrain_.find(key);
+  if (it == dstrain_.end() || it->is_null()) return fallback;
+  if (!it->is_boolean())
+    throw Error("dstrain." + key + " must be true or false, not " + it->dump()).with_key("dstrain." + key);
+  return it->get<bool>();
+}
+
 void Config::check_cross_section_rules() const {
   if (fp16_.enabled && bf16_.enabled)
     throw Error("fp16 and bf16 cannot both be enabled, got fp16.enabled true and bf16.enabled true")

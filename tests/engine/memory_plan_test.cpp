@@ -42,6 +42,16 @@ nlohmann::json gpt_block(int64_t layers, int64_t width) {
   return {{"type", "gpt"}, {"n_layer", layers}, {"n_head", 4}, {"n_embd", width}, {"block_size", 32}, {"vocab_size", 96}};
 }
 
+// bench/offload/bigger_than_box.sh's GPT (16 heads, context 64, vocabulary 4096) and the ZeRO block
+// of its config: stage 3, both offloads to NVMe, nothing else.
+nlohmann::json box_gpt(int64_t layers, int64_t width) {
+  return {{"type", "gpt"}, {"n_layer", layers}, {"n_head", 16}, {"n_embd", width}, {"block_size", 64}, {"vocab_size", 4096}};
+}
+nlohmann::json box_zero() {
+  const nlohmann::json nvme = {{"device", "nvme"}, {"nvme_path", "/nonexistent"}};
+  return {{"stage", 3}, {"offload_optimizer", nvme}, {"offload_param", nvme}};
+}
+
 ds::Config config_with(const nlohmann::json& zero, int world, nlohmann::json extra = nlohmann::json::object()) {
   nlohmann::json json = {{"train_micro_batch_size_per_gpu", 2},
                          {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}}}}},
@@ -222,12 +232,10 @@ TEST_CASE("the planner shrinks the knobs left unset until the peak fits the budg
 
 TEST_CASE("under NVMe offload and a tight budget the planner turns overlap_comm off for the swap, unless it was set",
           "[memory_plan]") {
-  // bench/offload/bigger_than_box.sh's 1B GPT, 2 ranks under 2 GiB.
-  const nlohmann::json model = {{"type", "gpt"}, {"n_layer", 20}, {"n_head", 16}, {"n_embd", 2048},
-                                {"block_size", 64}, {"vocab_size", 4096}};
+  // The 1B GPT, 2 ranks under 2 GiB.
+  const nlohmann::json model = box_gpt(20, 2048);
   const ds::ModelShape shape = ds::gpt_shape(ds::models::GPTConfig::from_json(model));
-  const nlohmann::json nvme = {{"device", "nvme"}, {"nvme_path", "/nonexistent"}};
-  nlohmann::json zero = {{"stage", 3}, {"offload_optimizer", nvme}, {"offload_param", nvme}};
+  nlohmann::json zero = box_zero();
   const nlohmann::json extra = {{"train_micro_batch_size_per_gpu", 1}, {"dstrain", {{"model", model}}}};
   const int64_t budget = int64_t{1} << 30;  // per rank
 
@@ -257,11 +265,9 @@ TEST_CASE("under NVMe offload and a tight budget the planner turns overlap_comm 
 TEST_CASE("for the step begun in backward the planner turns pipelining on, unless it was set or cannot act",
           "[memory_plan]") {
   // The reported 300M GPT, 2 ranks under 1.5 GB, only the offload keys set.
-  const nlohmann::json model = {{"type", "gpt"}, {"n_layer", 24}, {"n_head", 16}, {"n_embd", 1024},
-                                {"block_size", 64}, {"vocab_size", 4096}};
+  const nlohmann::json model = box_gpt(24, 1024);
   const ds::ModelShape shape = ds::gpt_shape(ds::models::GPTConfig::from_json(model));
-  const nlohmann::json nvme = {{"device", "nvme"}, {"nvme_path", "/nonexistent"}};
-  nlohmann::json zero = {{"stage", 3}, {"offload_optimizer", nvme}, {"offload_param", nvme}};
+  const nlohmann::json zero = box_zero();
   nlohmann::json extra = {{"train_micro_batch_size_per_gpu", 1},
                           {"dstrain", {{"model", model}, {"step_in_backward", true}}}};
   const int64_t budget = int64_t{768} << 20;  // per rank

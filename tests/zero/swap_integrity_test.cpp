@@ -288,7 +288,7 @@ TEST_CASE("parameters read from a shard file: each chunk's aligned window, check
     padded.resize(kPadded, 0.0f);
     write_floats(shard_file, padded);
   };
-  auto make = [&](int64_t max_in_cpu) {
+  auto make = [&](int64_t max_in_cpu, std::function<bool(int64_t, int64_t, float*)> after_read = {}) {
     ParamSwapper::Options options;
     options.nvme_path = scratch.path;
     options.chunks = chunks;
@@ -296,6 +296,7 @@ TEST_CASE("parameters read from a shard file: each chunk's aligned window, check
     options.buffer_size = 1 << 20;
     options.max_in_cpu = max_in_cpu;
     options.shard_file = shard_file;
+    options.after_read = std::move(after_read);
     options.aio = aio();
     return std::make_unique<ParamSwapper>(std::move(options));
   };
@@ -352,23 +353,14 @@ TEST_CASE("parameters read from a shard file: each chunk's aligned window, check
         // A step begun in backward: the owner holds new values for [3072, 8100) in memory, unwritten
         // (after_read copies them over what the file gave), and they pass by the swapper while a
         // read ahead of chunk 1, whose window they partly cover, is in flight.
-        ParamSwapper::Options options;
-        options.nvme_path = scratch.path;
-        options.chunks = chunks;
-        options.buffer_count = 2;
-        options.buffer_size = 1 << 20;
-        options.max_in_cpu = max_in_cpu;
-        options.shard_file = shard_file;
-        options.aio = aio();
         std::vector<float> owner(values);
         bool stepped = false;
-        options.after_read = [&](int64_t offset, int64_t count, float* dst) {
+        auto owned = make(max_in_cpu, [&](int64_t offset, int64_t count, float* dst) {
           if (!stepped) return false;
           for (int64_t j = std::max<int64_t>(offset, 3072); j < std::min<int64_t>(offset + count, kShardNumel); ++j)
             dst[j - offset] = owner[j];
           return true;
-        };
-        auto owned = std::make_unique<ParamSwapper>(std::move(options));
+        });
         store_all(*owned);
         REQUIRE(owned->read_ahead(1));
         for (int64_t j = 3072; j < kShardNumel; ++j) owner[j] += 1.0f;

@@ -12,13 +12,7 @@
 
 namespace ds::zero {
 
-bool gathers_in_forward(const Config& config) {
-  const auto it = config.dstrain_block().find("gather_in_forward");
-  if (it == config.dstrain_block().end() || it->is_null()) return false;
-  if (!it->is_boolean())
-    throw Error("dstrain.gather_in_forward must be true or false, not " + it->dump()).with_key("dstrain.gather_in_forward");
-  return it->get<bool>();
-}
+bool gathers_in_forward(const Config& config) { return config.dstrain_flag("gather_in_forward", false); }
 
 SliceGather::SliceGather(comm::Backend& group, std::vector<at::Tensor> params, std::vector<at::Tensor> storage)
     : group_(group), params_(std::move(params)), storage_(std::move(storage)), gather_of_(params_.size(), 0) {

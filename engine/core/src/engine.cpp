@@ -80,12 +80,12 @@ std::string step_in_backward_obstacle(const Config& config, const ShardOptimizer
   const std::string in_config = step_in_backward_config_obstacle(config);
   if (!in_config.empty()) return in_config;
   const ZeroConfig& zero = config.zero_optimization();
-  const int64_t sub_group = zero::optimizer_sub_group_numel(shard_numel, zero.sub_group_size);
-  const int slots = zero::optimizer_swap_slots(zero.offload_optimizer.pipeline_read, zero.offload_optimizer.pipeline_write);
   if (!zero.offload_optimizer.pipeline_read) return "offload_optimizer.pipeline_read is off";
   if (!device.is_cpu()) return "the model is on a GPU";
   if (!optimizer.steps_ranges()) return "the optimizer steps the whole shard at once";
   // Kept in the slots between steps, the whole shard then moves nothing.
+  const int64_t sub_group = zero::optimizer_sub_group_numel(shard_numel, zero.sub_group_size);
+  const int slots = zero::optimizer_swap_slots(zero.offload_optimizer.pipeline_read, zero.offload_optimizer.pipeline_write);
   if ((shard_numel + sub_group - 1) / sub_group <= slots) return "every sub-group stays in memory between steps";
   return "";
 }

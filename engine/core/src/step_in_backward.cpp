@@ -1,16 +1,8 @@
 #include "dstrain/engine/step_in_backward.hpp"
 
-#include "dstrain/runtime/error.hpp"
-
 namespace ds {
 
-bool asks_step_in_backward(const Config& config) {
-  const auto it = config.dstrain_block().find("step_in_backward");
-  if (it == config.dstrain_block().end() || it->is_null()) return false;
-  if (!it->is_boolean())
-    throw Error("dstrain.step_in_backward must be true or false, not " + it->dump()).with_key("dstrain.step_in_backward");
-  return it->get<bool>();
-}
+bool asks_step_in_backward(const Config& config) { return config.dstrain_flag("step_in_backward", false); }
 
 std::string step_in_backward_config_obstacle(const Config& config) {
   const ZeroConfig& zero = config.zero_optimization();

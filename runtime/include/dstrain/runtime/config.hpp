@@ -294,6 +294,9 @@ class Config {
 
   // Our own model and data settings, the free-form top-level "dstrain" object ({} if absent).
   const nlohmann::json& dstrain_block() const { return dstrain_; }
+  // A switch of that block, dstrain.<key>: `fallback` when absent or null, a ds::Error naming the
+  // key for anything but true or false.
+  bool dstrain_flag(const std::string& key, bool fallback) const;
   // Top-level DeepSpeed keys that are accepted and kept as written but have no struct yet
   // (activation_checkpointing, tensorboard, flops_profiler, ...): an object keyed by name.
   const nlohmann::json& untyped() const { return untyped_; }
