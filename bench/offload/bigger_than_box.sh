@@ -27,7 +27,8 @@
 # MemAvailable at the start says little about the 5 minutes after it; auto runs it when
 # MemAvailable holds the plan with 3 GB to spare, yes always), PIPELINE (no | yes: also
 # offload_optimizer.pipeline_read and pipeline_write, as DeepSpeed's tutorials set them),
-# STEP_IN_BACKWARD=no (dstrain.step_in_backward false: the step after backward, as before it).
+# STEP_IN_BACKWARD=no (dstrain.step_in_backward false: the step after backward, as before it),
+# KEEP_WORK=DIR (the configs, logs and metrics go there and stay, instead of a temporary folder).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -39,13 +40,13 @@ trainer="$build/apps/dstrain/dstrain"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 ulimit -l unlimited 2>/dev/null || true  # locked swap buffers, as ds_io's
 mkdir -p "$nvme"
-work=$(mktemp -d)
+work=${KEEP_WORK:-$(mktemp -d)}; mkdir -p "$work"
 cg="" memory_cg=""
 cleanup() {
   for g in "$cg" "${memory_cg:-}"; do
     [ -n "$g" ] && [ -d "$g" ] && { rmdir "$g" 2>/dev/null || { sleep 1; rmdir "$g" 2>/dev/null; } || true; }
   done
-  rm -rf "$work"
+  [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 

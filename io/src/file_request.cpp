@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "dstrain/io/crc32c.hpp"
+#include "in_flight.hpp"
 
 namespace ds::io {
 
@@ -41,6 +42,7 @@ FileRequest::FileRequest(Direction direction, std::string path, int slices, uint
     throw Error("cannot open file with O_DIRECT").with_path(path_).with_errno(err);
   }
   queued_at_ = std::chrono::steady_clock::now();
+  if (slices_left_ > 0) in_flight(direction_).begin();  // a request of no bytes is done already
 }
 
 FileRequest::~FileRequest() {
@@ -55,6 +57,7 @@ void FileRequest::finish_slice(std::optional<Error> error, const RangeChecksum& 
   if (--slices_left_ == 0) {
     if (checksum_ && !error_) *checksum_ = combine_in_file_order(slice_checksums_);
     finished_at_ = std::chrono::steady_clock::now();
+    in_flight(direction_).end();
     finished_.notify_all();
   }
 }

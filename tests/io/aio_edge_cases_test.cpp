@@ -11,10 +11,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "dstrain/io/locked_buffers.hpp"
 #include "dstrain/io/raw_aio_handle.hpp"
+#include "dstrain/io/transfer_time.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "io_test_support.hpp"
 
@@ -395,4 +398,43 @@ TEST_CASE("a request queued behind one that is still in flight on the same worke
   ::close(fifo_fd);
   CHECK(bytes_at(from_fifo, kPage) == fifo_bytes);
   CHECK(bytes_at(from_file, static_cast<int64_t>(content.size())) == content);
+}
+
+TEST_CASE("the process's reading seconds count two handles' reads in flight at once once", "[io]") {
+  // Two handles, each with a read from its own FIFO that stays in flight until the test writes:
+  // each handle's busy time is the whole hold, and the process's the same hold, not twice it.
+  TempDir dir;
+  constexpr auto kHold = std::chrono::milliseconds(600);
+  LockedBuffers locked;
+  std::vector<int> fifos;
+  std::vector<std::unique_ptr<RawAioHandle>> handles;
+  const double reading_before = ds::io::reading_seconds(), writing_before = ds::io::writing_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(ds::io::reading_seconds() == reading_before);  // nothing in flight: the clock stands still
+
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i) {
+    const std::string fifo = dir.file("held" + std::to_string(i) + ".fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    fifos.push_back(::open(fifo.c_str(), O_RDWR));  // as above: no open blocks
+    REQUIRE(fifos.back() >= 0);
+    handles.push_back(std::make_unique<RawAioHandle>(AioSettings{kPage, 4, false, true, 1}));
+    handles.back()->async_pread(locked.allocate(kPage), kPage, fifo);
+  }
+  std::this_thread::sleep_for(kHold);
+  const Bytes bytes = random_bytes(kPage, 23);
+  for (int fd : fifos) REQUIRE(::write(fd, bytes.data(), bytes.size()) == kPage);
+  double summed = 0;
+  for (auto& handle : handles) {
+    REQUIRE(handle->wait() == 1);
+    summed += handle->busy_seconds();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int fd : fifos) ::close(fd);
+
+  const double reading = ds::io::reading_seconds() - reading_before;
+  CHECK(reading >= std::chrono::duration<double>(kHold).count());
+  CHECK(reading <= wall);
+  CHECK(summed >= 2 * std::chrono::duration<double>(kHold).count());  // what summing the handles gave
+  CHECK(ds::io::writing_seconds() == writing_before);
 }

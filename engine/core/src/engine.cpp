@@ -804,6 +804,13 @@ io::SwapStats EngineCore::take_swap_stats() {
   io::SwapStats stats;
   if (swapper_) stats += swapper_->take_stats();
   if (coordinator_ && coordinator_->swapper()) stats += coordinator_->swapper()->take_stats();
+  // The two swappers read at once (a sub-group's state beside the next layer's parameters): their
+  // summed seconds would count those twice, the process's count them once.
+  const double reading = io::reading_seconds(), writing = io::writing_seconds();
+  stats.read_seconds = reading - reading_seconds_taken_;
+  stats.write_seconds = writing - writing_seconds_taken_;
+  reading_seconds_taken_ = reading;
+  writing_seconds_taken_ = writing;
   return stats;
 }
 

@@ -1,6 +1,7 @@
 // ds::io::SwapStats: what a swapper moved between memory and its NVMe swap files, for the
 // trainer's nvme_* metrics (docs/offload.md). The optimizer and the parameter swappers each count
-// their own; the engine adds them up.
+// their own; the engine adds up their bytes and waits, and takes the seconds in flight from the
+// process (io/transfer_time.hpp), since the two swappers' transfers overlap.
 #pragma once
 
 #include <cstdint>

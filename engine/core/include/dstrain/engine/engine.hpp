@@ -51,6 +51,7 @@
 #include "dstrain/engine/optim/loss_scaler.hpp"
 #include "dstrain/engine/optim/lr_schedule.hpp"
 #include "dstrain/engine/optim/optimizer.hpp"
+#include "dstrain/io/transfer_time.hpp"
 #include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/timers.hpp"
@@ -112,7 +113,8 @@ class EngineCore {
   TimerRegistry& timers() { return timers_; }
   ModelStateBytes model_state_bytes() const;
   // NVMe offload of the optimizer state and of stage 3's parameters: the swap I/O of both since
-  // the last call (zeros without offload).
+  // the last call (zeros without offload). The seconds are the process's (io/transfer_time.hpp),
+  // so they also count this process's own AioHandle transfers, if it makes any beside the engine.
   io::SwapStats take_swap_stats();
   const zero::OptimizerSwapper* optimizer_swapper() const { return swapper_.get(); }
   zero::ParamStatus param_status(const at::Tensor& param) const;
@@ -229,6 +231,8 @@ class EngineCore {
   at::Tensor master_;      // fp32, this rank's shard (Model, Copy)
   at::Tensor model_flat_;  // fp32, every parameter padded to partitions x chunk (ModelSlices)
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
+  double reading_seconds_taken_ = io::reading_seconds();  // by take_swap_stats
+  double writing_seconds_taken_ = io::writing_seconds();
   std::unique_ptr<HostOffload> host_offload_;        // offload_optimizer.device "cpu", model on a GPU
   std::unique_ptr<zero::ParameterCoordinator> coordinator_;
   std::unique_ptr<zero::SliceGather> slice_gather_;  // ModelSlices with dstrain.gather_in_forward
