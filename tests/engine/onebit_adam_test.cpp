@@ -147,10 +147,12 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
   // keeps the comparison about the algorithm rather than about conditioning.
   constexpr double kTestEps = 1e-4;
   // The bounds leave room for summation order: two ranks' half-batch gradients summed against one
-  // whole batch, and another BLAS (pip LibTorch's on the CUDA build gave 1.02e-5 at step 6). The
-  // signs the compression takes of near-zero momenta follow those last bits. A reference frozen one
-  // step late is 1.7e-3 to 7e-3 relative off at every step after the freeze, so 1e-4 still tells.
-  constexpr double kLossTolerance = 1e-4, kWeightTolerance = 1e-5;
+  // whole batch, and another BLAS. The signs the compression takes of near-zero momenta follow
+  // those last bits, and the trajectory with them: here, OpenBLAS on 1, 4 or 16 threads moves step
+  // 7's loss by 2.4e-4 relative (engine and reference alike), and pip LibTorch's BLAS on the CUDA
+  // machine put the engine 2.1e-4 from the reference. A reference frozen one step late is 1.7e-3
+  // to 7e-3 relative off at every step after the freeze, so 5e-4 still tells.
+  constexpr double kLossTolerance = 5e-4, kWeightTolerance = 1e-5;
   auto engine = make_engine(onebit_adam(kFreeze, kTestEps), 0.0);
   const std::vector<double> losses = train(*engine, kSteps);
 
