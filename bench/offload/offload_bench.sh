@@ -23,8 +23,8 @@
 #            pipeline_read/write on, nothing else (the memory planner sizes the rest), against the
 #            same model in memory (also only stage 3), USER_NP ranks (default 2), alternated RUNS
 #            times, wall_clock_breakdown on for both: median step s, samples/s and their ratio, the
-#            nvme wait per step, the swap's read and write GB/s (rank 0, bytes over the handles' busy
-#            time) against ds_io at the planner's aio settings moving one optimizer swap_in's bytes
+#            nvme wait per step, the swap's read and write GB/s (rank 0, bytes over the process's
+#            time with reads, writes, in flight) against ds_io at the planner's aio settings moving one optimizer swap_in's bytes
 #            in the same folder with USER_NP processes at once (per process: aggregate / USER_NP),
 #            and the forward / backward / step milliseconds of each side. Also ds_io's read rate
 #            while USER_NP other ds_io processes write the same bytes in the same folder (the step
