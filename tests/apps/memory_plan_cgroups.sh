@@ -13,7 +13,10 @@ cgroup_init() {
     cgroup_version=1 cgroup_parent=/sys/fs/cgroup/memory
   elif [ -w /sys/fs/cgroup ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
     cgroup_version=2 cgroup_parent=/sys/fs/cgroup
-    grep -qw memory "$cgroup_parent/cgroup.subtree_control" || echo +memory > "$cgroup_parent/cgroup.subtree_control"
+    # A container's root group holds its own processes, and v2 then refuses to hand the memory
+    # controller to child groups (EBUSY): no limit can be made there, so the caller skips.
+    grep -qw memory "$cgroup_parent/cgroup.subtree_control" ||
+      { echo +memory > "$cgroup_parent/cgroup.subtree_control"; } 2>/dev/null || return 1
   else
     return 1
   fi
