@@ -21,7 +21,9 @@ double InFlight::seconds() const {
 }
 
 InFlight& in_flight(Direction direction) {
-  static InFlight reads, writes;
+  // Never destroyed: a handle that a static object owns may still finish requests at exit.
+  static InFlight& reads = *new InFlight;
+  static InFlight& writes = *new InFlight;
   return direction == Direction::Read ? reads : writes;
 }
 
