@@ -126,8 +126,10 @@ TEST_CASE("bf16 training at every ZeRO stage", "[mpi][engine]") {
 }
 
 TEST_CASE("a checkpoint resumes with the same losses under another stage", "[mpi][engine]") {
-  const std::string dir = (std::filesystem::temp_directory_path() / "dstrain_ckpt_test").string();
   const int world = ds::comm::get_world_size();
+  // Per world size: the -np 1, 2 and 4 runs of this test may run at once.
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("dstrain_ckpt_test_np" + std::to_string(world))).string();
   const int micro = 12 / world;
   std::vector<double> uninterrupted;
   {
@@ -165,8 +167,10 @@ TEST_CASE("dstrain estimate predicts the measured model-state bytes of every sta
 }
 
 TEST_CASE("a checkpoint's weights export to a file torch::load reads", "[mpi][engine]") {
-  const std::string dir = (std::filesystem::temp_directory_path() / "dstrain_export_test").string();
   const int world = ds::comm::get_world_size();
+  // Per world size: the -np 1, 2 and 4 runs of this test may run at once.
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("dstrain_export_test_np" + std::to_string(world))).string();
   auto engine = make_engine(3, 12 / world, 1);
   train(*engine, 2);
   engine->save_checkpoint(dir, "final");

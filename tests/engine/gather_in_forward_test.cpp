@@ -134,7 +134,10 @@ TEST_CASE("a parameter read outside ds::zero::call is gathered before its owner 
 }
 
 TEST_CASE("a checkpoint saved with gathers in flight holds the stepped weights", "[mpi][engine]") {
-  const std::string dir = (std::filesystem::temp_directory_path() / "dstrain_gather_in_forward_test").string();
+  // Per world size: the -np 1, 2 and 4 runs of this test may run at once.
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dstrain_gather_in_forward_test_np" + std::to_string(ds::comm::get_world_size())))
+                              .string();
   auto saved = make_engine(make_gpt(), 1, true);
   training_loop::train(*saved, 2);
   saved->save_checkpoint(dir, "in_flight");  // straight after a step: the gathers were just posted
