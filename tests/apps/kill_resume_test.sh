@@ -6,7 +6,8 @@
 #   B: the same with --save-interval 3 --keep-last 2; once it has logged step 4 one rank gets SIGKILL.
 #   C: --resume to step 16: it must start right after B's latest checkpoint and log A's losses bit
 #      for bit (same world size and stage: the same arithmetic).
-# Also: B kept at most 2 checkpoints, and resuming with --steps at or below the checkpoint's step
+# Also: B kept the newest 2 checkpoints (3 when the kill came between a save and the pruning that
+# follows it), and resuming with --steps at or below the checkpoint's step
 # is an error.
 set -euo pipefail
 dstrain=$1 source=$2
@@ -34,7 +35,16 @@ latest=$(cat "$work/ckpt/latest")
 saved=${latest#global_step}
 kept=$(find "$work/ckpt" -maxdepth 2 -name index.json | wc -l)
 echo "killed after step $(grep -c . "$work/b.jsonl") logged; latest $latest; $kept complete checkpoint(s) kept"
-[ "$kept" -le 2 ] || { echo "--keep-last 2 kept $kept"; exit 1; }
+# The oldest goes only once the newest is complete, so a kill between the two leaves 3. Whatever
+# is kept is the newest saves: every 3 steps down from the newest, which is latest or (a kill
+# before latest was rewritten) the one after it.
+[ "$kept" -le 3 ] || { echo "--keep-last 2 kept $kept"; exit 1; }
+steps=$(find "$work/ckpt" -maxdepth 2 -name index.json | sed -E 's|.*/global_step([0-9]+)/index.json|\1|' | sort -rn | paste -sd' ')
+top=${steps%% *}
+newest=""
+for ((i = 0; i < kept; i++)); do newest+="${newest:+ }$((top - 3 * i))"; done
+[ "$steps" = "$newest" ] && { [ "$top" -eq "$saved" ] || [ "$top" -eq $((saved + 3)) ]; } ||
+  { echo "kept the checkpoints of steps $steps, latest $latest: not the newest saves"; exit 1; }
 
 if "$@" -np 2 "$dstrain" "${common[@]}" --steps "$saved" --save-dir "$work/ckpt" --resume > "$work/early.log" 2>&1; then
   echo "--resume with --steps $saved (the checkpoint's step) succeeded"; exit 1
