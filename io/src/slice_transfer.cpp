@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -158,17 +159,15 @@ void SliceTransfers::submit() {
   if (result < 0) ring_failed("submit", result);
 }
 
-// Batched submission hands the kernel every prepared SQE and waits in the same system call.
+// Batched submission hands the kernel every prepared SQE and waits in the same system call, for
+// at most kCompletionWait: a slice queued meanwhile starts then, beside a piece that takes long (a
+// FIFO's read, a stalled device), instead of behind it.
 void SliceTransfers::submit_and_wait_one() {
+  __kernel_timespec timeout{0, std::chrono::nanoseconds(kCompletionWait).count()};
+  io_uring_cqe* cqe;
   int result;
-  if (io_uring_sq_ready(&ring_) > 0) {
-    while (transient(result = io_uring_submit_and_wait(&ring_, 1))) {}
-    if (result < 0) ring_failed("submit_and_wait", result);
-  } else {
-    io_uring_cqe* cqe;
-    while (transient(result = io_uring_wait_cqe(&ring_, &cqe))) {}
-    if (result < 0) ring_failed("wait_cqe", result);
-  }
+  while (transient(result = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &timeout, nullptr))) {}
+  if (result < 0 && result != -ETIME) ring_failed("submit_and_wait_timeout", result);
 }
 
 void SliceTransfers::complete(int slot, int result) {

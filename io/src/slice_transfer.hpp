@@ -3,6 +3,7 @@
 
 #include <liburing.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -46,6 +47,9 @@ class SliceTransfers {
     SliceOutcome outcome;
   };
 
+  // The longest advance() waits for a completion before it looks for new slices again.
+  static constexpr std::chrono::milliseconds kCompletionWait{2};
+
   SliceTransfers(io_uring& ring, const AioSettings& settings);
   SliceTransfers(const SliceTransfers&) = delete;
   SliceTransfers& operator=(const SliceTransfers&) = delete;
@@ -55,7 +59,7 @@ class SliceTransfers {
   // Puts pieces on the ring, taking another slice from `next` (nullopt: none waiting) whenever
   // those running have all their pieces on it and depth is left. Returns the slices that are done
   // (every piece completed, or one failed and none is left in flight: their buffers are free), or
-  // else waits for a completion and returns none.
+  // else waits up to kCompletionWait for a completion and returns none.
   std::vector<Finished> advance(const std::function<std::optional<Slice>()>& next);
 
  private:

@@ -268,6 +268,6 @@ TEST_CASE("TcpRing: a previous rank that never connects is named after the timeo
   ::close(listener);
   CHECK_THAT(report, Catch::Contains("TcpRing of group test: rank 0 (host ") &&
                          Catch::Contains("did not connect within 2000 ms") && Catch::Contains("rank=1"));
-  CHECK(waited >= 2s);
+  CHECK(waited > 1900ms);  // the poll counts whole milliseconds: it may end just short of 2 s
   CHECK(waited < 10s);
 }
