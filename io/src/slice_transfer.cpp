@@ -71,6 +71,9 @@ std::vector<SliceTransfers::Finished> SliceTransfers::advance(const std::functio
   io_uring_cqe* cqe;
   io_uring_for_each_cqe(&ring_, head, cqe) {
     ++reaped;
+    // Kernels before 5.11 have no timed wait: liburing queues a timeout of its own, whose
+    // completion is no piece's.
+    if (cqe->user_data == LIBURING_UDATA_TIMEOUT) continue;
     complete(static_cast<int>(cqe->user_data), cqe->res);
   }
   io_uring_cq_advance(&ring_, reaped);
