@@ -19,7 +19,7 @@ namespace ds::app {
 void apply_gpu_memory_limit(const nlohmann::json& dstrain_block, c10::Device device) {
   const auto it = dstrain_block.find("gpu_memory_limit");
   if (it == dstrain_block.end() || it->is_null()) return;
-  const int64_t limit = parse_memory_size(*it, "dstrain.gpu_memory_limit");
+  [[maybe_unused]] const int64_t limit = parse_memory_size(*it, "dstrain.gpu_memory_limit");  // used in CUDA builds
   if (!device.is_cuda()) {
     log::info("dstrain.gpu_memory_limit ignored: the model runs on the CPU");
     return;

@@ -129,7 +129,7 @@ MemoryBudget memory_budget(const Config& config, int ranks_per_node, const Memor
   if (const auto available = mem_available(sources.meminfo))
     consider(MemoryLimit{*available, "MemAvailable (" + sources.meminfo + ")", sources.meminfo});
   if (const auto it = config.dstrain_block().find("memory_limit"); it != config.dstrain_block().end() && !it->is_null())
-    consider(MemoryLimit{parse_memory_size(*it, "dstrain.memory_limit"), "dstrain.memory_limit"});
+    consider(MemoryLimit{parse_memory_size(*it, "dstrain.memory_limit"), "dstrain.memory_limit", ""});
   return budget;
 }
 
