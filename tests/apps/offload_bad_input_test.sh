@@ -3,7 +3,9 @@
 # A run bigger than its box, refused at start: a GPT (2 x 256, vocabulary 256) at ZeRO-3 with the
 # optimizer and the parameters on NVMe, -np 2, resuming a checkpoint of its own, given in turn
 #   - a memory budget too small: for a micro-batch's activations (dstrain.memory_limit), and for one
-#     4096-wide layer's parameters gathered whole (a memory cgroup of 400 MB, where one can be made),
+#     4096-wide layer's parameters gathered whole (a memory cgroup of 2 GB, where one can be made:
+#     1 GB a rank, a third of what that layer needs; in 400 MB the two ranks of the CUDA build, with
+#     pip's LibTorch, were killed before the planner spoke),
 #   - a file system one page smaller than the swap files of both ranks (tmpfs size=N-4096), and
 #     one exactly as large (tmpfs size=N: past the space check, refused as tmpfs, memory),
 #   - ramfs (no O_DIRECT), a read-only bind of a disk folder (root ignores mode bits),
@@ -99,7 +101,7 @@ wide=(--set dstrain.model.n_embd=4096)  # one block's MLP: 2 x 67M parameters, g
 refused "a memory budget too small" "" $(at "$work/nvme") "${big_batch[@]}" --set dstrain.memory_limit=400MB -- \
   "cannot fit: the predicted peak" "bytes with every knob left unset as small as helps" "200000000 are available"
 if cgroup_init; then
-  group=$(cgroup_create dstrain_bad_input 400000000)
+  group=$(cgroup_create dstrain_bad_input 2000000000)
   groups+=("$group")
   limit_file=$group/memory.limit_in_bytes; [ "$cgroup_version" = 2 ] && limit_file=$group/memory.max
   # The subshell joins the group, then runs the case; the kernel rounds the limit down to pages.

@@ -65,8 +65,24 @@ preempt() {
     "$work/a.txt" "$work/$name-resumed.txt"
 }
 
+# Whether this mpirun passes SIGUSR1 on at all, asked of a bash rank: Debian's Open MPI 4.1.4,
+# unpacked on the CUDA machine (docs/gpu.md), forwarded nothing, and case B is then skipped, saying so.
+forwards_usr1() {
+  "${launch[@]}" -np 1 bash -c "trap 'touch $work/usr1-got; exit 0' USR1; touch $work/usr1-ready
+                                for _ in \$(seq 200); do sleep 0.05; done" > /dev/null 2>&1 &
+  local launcher=$!
+  for _ in $(seq 200); do [ -e "$work/usr1-ready" ] && break; sleep 0.05; done
+  kill -USR1 "$launcher"
+  wait "$launcher"
+  [ -e "$work/usr1-got" ]
+}
+
 failed=0
-preempt usr1-to-mpirun mpirun || failed=1
+if forwards_usr1; then
+  preempt usr1-to-mpirun mpirun || failed=1
+else
+  echo "skip usr1-to-mpirun: this mpirun does not pass SIGUSR1 on (not even to a bash rank)"
+fi
 preempt term-to-one-rank one-rank || failed=1
 
 # A bigger model, so that the second signal lands inside the step the first one lets finish.

@@ -2,21 +2,24 @@
 # Args: DSTRAIN SOURCE_DIR MPIEXEC FLAGS...
 # ZeRO-3 saves the memory its formula says, measured by the kernel: a 25M GPT (8 x 512, ctx 64,
 # micro 2, AdamW, fp32, HuggingFace "auto" bucket sizes) trains 3 steps at -np 2, stage 0 and then
-# stage 3, each job in a cgroup v1 memory group of its own.
-#   - The stage-3 job's peak (memory.max_usage_in_bytes) is below the stage-0 job's by at least 70%
+# stage 3, each job in a memory cgroup of its own (v1 or v2: memory_plan_cgroups.sh).
+#   - The stage-3 job's peak (memory.max_usage_in_bytes, v2's memory.peak) is below the stage-0 job's by at least 70%
 #     of the model-state bytes the ranks no longer hold (the trainer's own per-rank count, which
 #     tests/engine checks against the closed form).
 #   - Every rank's peak RSS above its pre-model baseline is within 1.5x of its model state plus
 #     activations, at both stages (the bound docs/zero.md states).
-# Needs root and the cgroup v1 memory controller; exits 77 (skipped) without them.
+# Needs root and a writable cgroup memory controller; exits 77 (skipped) without them.
 set -euo pipefail
 dstrain=$1 source=$2
 shift 2
-groups=/sys/fs/cgroup/memory
-[ -w "$groups" ] || { echo "no writable cgroup v1 memory controller at $groups: skipped"; exit 77; }
+. "$(dirname "$0")/memory_plan_cgroups.sh"
+cgroup_init || { echo "no writable cgroup memory controller (v1 or v2): skipped"; exit 77; }
 work=$(mktemp -d -p "$(dirname "$dstrain")")
-cleanup() { rm -rf "$work"; for g in "$groups"/dstrain_memory_test_$$_*; do [ -d "$g" ] && rmdir "$g"; done; true; }
+made=()
+cleanup() { rm -rf "$work"; for g in "${made[@]}"; do cgroup_remove "$g"; done; }
 trap cleanup EXIT
+# A limit that limits nothing: the jobs are measured, not capped.
+unlimited=$(awk '/^MemTotal:/ { print $2 * 1024 }' /proc/meminfo)
 width=512
 sets=(--config "$source/configs/default.json" --set dstrain.model.n_layer=8 --set dstrain.model.n_embd=$width
       --set dstrain.model.n_head=8 --set dstrain.model.block_size=64 --set dstrain.model.vocab_size=256
@@ -25,13 +28,13 @@ sets=(--config "$source/configs/default.json" --set dstrain.model.n_layer=8 --se
       --set zero_optimization.stage3_prefetch_bucket_size=$((width * width * 9 / 10))
       --set zero_optimization.stage3_param_persistence_threshold=$((width * 10)) --steps 3)
 for stage in 0 3; do
-  group="$groups/dstrain_memory_test_$$_$stage"
-  mkdir "$group"
+  group=$(cgroup_create "dstrain_memory_test_$stage" "$unlimited")
+  made+=("$group")
   # The subshell moves itself into the group, so mpirun and every rank are charged there.
-  ( echo $BASHPID > "$group/cgroup.procs"
+  ( cgroup_enter "$group"
     exec "$@" -np 2 "$dstrain" "${sets[@]}" --set zero_optimization.stage=$stage --metrics "$work/$stage.jsonl" ) \
     > "$work/$stage.log" 2>&1 || { cat "$work/$stage.log"; exit 1; }
-  cat "$group/memory.max_usage_in_bytes" > "$work/$stage.cgroup"
+  cgroup_peak "$group" > "$work/$stage.cgroup"
 done
 python3 - "$work" <<'PY'
 import json, sys

@@ -151,8 +151,10 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
   // those last bits, and the trajectory with them: here, OpenBLAS on 1, 4 or 16 threads moves step
   // 7's loss by 2.4e-4 relative (engine and reference alike), and pip LibTorch's BLAS on the CUDA
   // machine put the engine 2.1e-4 from the reference. A reference frozen one step late is 1.7e-3
-  // to 7e-3 relative off at every step after the freeze, so 5e-4 still tells.
-  constexpr double kLossTolerance = 5e-4, kWeightTolerance = 1e-5;
+  // to 9e-3 relative off at every step after the freeze, so 5e-4 still tells. The weights: within
+  // 1e-5 but for the elements whose sign the two sides decided differently (WeightComparison); the
+  // late reference has 99.9% of its elements beyond that.
+  constexpr double kLossTolerance = 5e-4, kWeightTolerance = 1e-5, kSignFlips = 1e-3;
   auto engine = make_engine(onebit_adam(kFreeze, kTestEps), 0.0);
   const std::vector<double> losses = train(*engine, kSteps);
 
@@ -164,15 +166,11 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
     REQUIRE(std::abs(losses[s] - expected) <= kLossTolerance * std::abs(expected));
   }
   const auto weights = engine->consolidated_weights();
-  size_t i = 0;
-  for (auto& item : reference.model->named_parameters()) {
-    if (!item.value().requires_grad()) continue;
-    const at::Tensor diff = (weights.at(item.key()) - item.value()).abs();
-    INFO(item.key() << ": max difference " << diff.max().item<double>());
-    REQUIRE(diff.max().item<double>() <= kWeightTolerance);
-    ++i;
-  }
-  REQUIRE(i == weights.size());
+  optimizer_reference::WeightComparison comparison(kWeightTolerance, kSignFlips);
+  for (auto& item : reference.model->named_parameters())
+    if (item.value().requires_grad()) comparison.add(item.key(), weights.at(item.key()), item.value());
+  comparison.require();
+  REQUIRE(static_cast<size_t>(comparison.tensors()) == weights.size());
 }
 
 TEST_CASE("a OneBitAdam checkpoint taken after the freeze resumes with the same losses", "[mpi][onebit]") {

@@ -104,10 +104,12 @@ TEST_CASE("ZeroOneAdam follows a plain reference of 0/1 Adam through every phase
   const std::vector<double> losses = train(*engine, kSteps);
   ReferenceModel reference;
   const std::vector<double> expected = reference_losses(reference, kTestEps, kSteps);
-  // Measured: losses within 6e-8 relative, weights within 3.6e-7 (-np 2). The key bias of attention
-  // has no gradient but roundoff and a variance of ~1e-27: there a compressed ±scale moves a weight by
-  // lr·scale/eps, so a single 1-bit sign decision that the two sides take differently shows at once.
-  require_close(*engine, losses, expected, reference, 1e-5, 1e-6);
+  // Measured with Debian's OpenBLAS: losses within 6e-8 relative, weights within 3.6e-7 (-np 2).
+  // pip LibTorch on the CUDA machine summed gradients in another order, and some 1-bit sign
+  // decisions went the other way (WeightComparison): losses 3.3e-5 relative apart at -np 2. A
+  // reference that freezes the variance one step late is 1.2e-3 to 3.1e-2 apart at every step after
+  // the freeze (-np 2 and 4), with 99.9% of its elements beyond 1e-5, so 2e-4 still tells.
+  require_close(*engine, losses, expected, reference, 1e-5, 2e-4, 1e-3);
 }
 
 namespace {
