@@ -19,7 +19,7 @@
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/io/crc32c.hpp"
 #include "dstrain/runtime/error.hpp"
-#include "dstrain/runtime/remove_tree.hpp"
+#include "shared_folder.hpp"
 #include "training_loop.hpp"
 
 namespace {
@@ -50,14 +50,7 @@ std::shared_ptr<Engine> make_engine(const nlohmann::json& config, std::shared_pt
 
 using training_loop::train;
 
-// A fresh directory per test and world size (the 1-, 2- and 4-rank runs may overlap).
-std::string fresh_dir(const std::string& name) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("dstrain_ckpt_" + name + "_np" + std::to_string(ds::comm::get_world_size()))).string();
-  if (ds::comm::get_rank() == 0) ds::remove_tree(dir);
-  ds::comm::init_distributed("mpi")->barrier();
-  return dir;
-}
+std::string fresh_dir(const std::string& name) { return fresh_shared_folder("dstrain_ckpt_" + name); }
 
 // Runs `body` on rank 0 only, the others waiting: edits to the shared checkpoint files. The first
 // barrier keeps the edit from racing a rank still reading those files for the statement before.

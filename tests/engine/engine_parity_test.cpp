@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include <filesystem>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
@@ -14,6 +13,7 @@
 #include "dstrain/zero/gathered_parameters.hpp"
 #include "dstrain/engine/models/gpt.hpp"
 #include "dstrain/engine/models/loss.hpp"
+#include "shared_folder.hpp"
 #include "training_loop.hpp"
 
 namespace {
@@ -127,9 +127,7 @@ TEST_CASE("bf16 training at every ZeRO stage", "[mpi][engine]") {
 
 TEST_CASE("a checkpoint resumes with the same losses under another stage", "[mpi][engine]") {
   const int world = ds::comm::get_world_size();
-  // Per world size: the -np 1, 2 and 4 runs of this test may run at once.
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("dstrain_ckpt_test_np" + std::to_string(world))).string();
+  const std::string dir = fresh_shared_folder("dstrain_ckpt_test");
   const int micro = 12 / world;
   std::vector<double> uninterrupted;
   {
@@ -168,9 +166,7 @@ TEST_CASE("dstrain estimate predicts the measured model-state bytes of every sta
 
 TEST_CASE("a checkpoint's weights export to a file torch::load reads", "[mpi][engine]") {
   const int world = ds::comm::get_world_size();
-  // Per world size: the -np 1, 2 and 4 runs of this test may run at once.
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("dstrain_export_test_np" + std::to_string(world))).string();
+  const std::string dir = fresh_shared_folder("dstrain_export_test");
   auto engine = make_engine(3, 12 / world, 1);
   train(*engine, 2);
   engine->save_checkpoint(dir, "final");

@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <string>
 
@@ -17,6 +16,7 @@
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/module.hpp"
+#include "shared_folder.hpp"
 #include "training_loop.hpp"
 
 namespace {
@@ -134,10 +134,7 @@ TEST_CASE("a parameter read outside ds::zero::call is gathered before its owner 
 }
 
 TEST_CASE("a checkpoint saved with gathers in flight holds the stepped weights", "[mpi][engine]") {
-  // Per world size: the -np 1, 2 and 4 runs of this test may run at once.
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("dstrain_gather_in_forward_test_np" + std::to_string(ds::comm::get_world_size())))
-                              .string();
+  const std::string dir = fresh_shared_folder("dstrain_gather_in_forward_test");
   auto saved = make_engine(make_gpt(), 1, true);
   training_loop::train(*saved, 2);
   saved->save_checkpoint(dir, "in_flight");  // straight after a step: the gathers were just posted

@@ -23,8 +23,8 @@
 #include "dstrain/io/safetensors.hpp"
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/error.hpp"
-#include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/init.hpp"
+#include "shared_folder.hpp"
 #include "training_loop.hpp"
 #include "python.hpp"
 
@@ -57,13 +57,7 @@ std::shared_ptr<Engine> make_engine(const nlohmann::json& config) {
   return ds::initialize(parsed.zero_optimization().stage == 3 ? ds::zero::build(parsed, build, world) : build(), parsed, world);
 }
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("dstrain_hf_" + name + "_np" + std::to_string(ds::comm::get_world_size()))).string();
-  if (ds::comm::get_rank() == 0) ds::remove_tree(dir);
-  ds::comm::init_distributed("mpi")->barrier();
-  return dir;
-}
+std::string fresh_dir(const std::string& name) { return fresh_shared_folder("dstrain_hf_" + name); }
 
 // Rows of block_size + 1 tokens, the same on every rank.
 at::Tensor batch_rows(int64_t rows, int64_t vocab) {

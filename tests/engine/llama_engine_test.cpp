@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include <filesystem>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/engine.hpp"
@@ -12,11 +11,11 @@
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/init.hpp"
+#include "shared_folder.hpp"
 #include "training_loop.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
 using Engine = ds::Engine<ds::models::Llama>;
 
 constexpr int64_t kSeed = 9;
@@ -91,14 +90,7 @@ TEST_CASE("every ZeRO stage trains the Llama as a plain LibTorch loop does", "[m
 }
 
 TEST_CASE("the Llama offloaded to NVMe at stage 3 trains as in memory", "[mpi][engine][llama]") {
-  const std::string dir = (fs::temp_directory_path() /
-                           ("dstrain_llama_offload_np" + std::to_string(ds::comm::get_world_size())))
-                              .string();
-  if (ds::comm::get_rank() == 0) {
-    ds::remove_tree(dir);
-    fs::create_directories(dir);
-  }
-  ds::comm::init_distributed("mpi")->barrier();
+  const std::string dir = fresh_shared_folder("dstrain_llama_offload");
   nlohmann::json offloaded = config_json(3, 1);
   offloaded["zero_optimization"]["offload_optimizer"] = {{"device", "nvme"}, {"nvme_path", dir}, {"buffer_count", 12}};
   offloaded["zero_optimization"]["offload_param"] = {

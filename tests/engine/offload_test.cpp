@@ -22,8 +22,8 @@
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/runtime/error.hpp"
-#include "dstrain/runtime/remove_tree.hpp"
 #include "dstrain/zero/param_swapper.hpp"
+#include "shared_folder.hpp"
 #include "training_loop.hpp"
 #include "caught_error.hpp"
 
@@ -53,17 +53,7 @@ struct Offload {
   std::optional<bool> step_in_backward;  // dstrain.step_in_backward, unset by default
 };
 
-// A folder on the build machine's disk (tmpfs may lack O_DIRECT), fresh per test and world size.
-std::string nvme_dir(const std::string& name) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("dstrain_offload_" + name + "_np" + std::to_string(ds::comm::get_world_size()))).string();
-  if (ds::comm::get_rank() == 0) {
-    ds::remove_tree(dir);
-    fs::create_directories(dir);
-  }
-  ds::comm::init_distributed("mpi")->barrier();
-  return dir;
-}
+std::string nvme_dir(const std::string& name) { return fresh_shared_folder("dstrain_offload_" + name); }
 
 nlohmann::json config_json(int stage, const Offload& offload, const std::string& nvme_path) {
   const int world = ds::comm::get_world_size();

@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include <filesystem>
 
 #include "dstrain/runtime/error.hpp"
 #include "optimizer_reference.hpp"
+#include "shared_folder.hpp"
 
 namespace {
 
@@ -174,9 +174,7 @@ TEST_CASE("OneBitAdam after freeze_step follows a plain reference of 1-bit Adam"
 }
 
 TEST_CASE("a OneBitAdam checkpoint taken after the freeze resumes with the same losses", "[mpi][onebit]") {
-  namespace fs = std::filesystem;
-  const int world = ds::comm::get_world_size();
-  const std::string dir = (fs::temp_directory_path() / ("dstrain_onebit_ckpt_np" + std::to_string(world))).string();
+  const std::string dir = fresh_shared_folder("dstrain_onebit_ckpt");
   constexpr int kFreeze = 2;
   std::vector<double> uninterrupted;
   {

@@ -3,10 +3,10 @@
 // compressed allreduce, frozen variance, fresh variance from the reconstructed gradient, the factor
 // rules) must follow the same trajectory; a checkpoint after the freeze resumes exactly, and only with
 // its compression errors.
-#include <filesystem>
 
 #include "dstrain/runtime/error.hpp"
 #include "optimizer_reference.hpp"
+#include "shared_folder.hpp"
 
 namespace {
 
@@ -144,9 +144,8 @@ TEST_CASE("OneBitLamb after freeze_step follows a plain reference of 1-bit LAMB"
 }
 
 TEST_CASE("a OneBitLamb checkpoint taken after the freeze resumes with the same losses", "[mpi][onebit_lamb]") {
-  namespace fs = std::filesystem;
   const int world = ds::comm::get_world_size();
-  const std::string dir = (fs::temp_directory_path() / ("dstrain_onebit_lamb_ckpt_np" + std::to_string(world))).string();
+  const std::string dir = fresh_shared_folder("dstrain_onebit_lamb_ckpt");
   constexpr int kFreeze = 2;
   std::vector<double> uninterrupted;
   {

@@ -7,10 +7,10 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include <filesystem>
 
 #include "dstrain/runtime/error.hpp"
 #include "optimizer_reference.hpp"
+#include "shared_folder.hpp"
 
 namespace {
 
@@ -138,9 +138,7 @@ TEST_CASE("OneBitAdam at ZeRO-2 accumulates its local gradients as stage 0 does"
 }
 
 TEST_CASE("a OneBitAdam ZeRO-2 checkpoint after the freeze resumes at stage 2 and at stage 0", "[mpi][onebit][zero]") {
-  namespace fs = std::filesystem;
-  const int world = ds::comm::get_world_size();
-  const std::string dir = (fs::temp_directory_path() / ("dstrain_onebit_zero2_np" + std::to_string(world))).string();
+  const std::string dir = fresh_shared_folder("dstrain_onebit_zero2");
   std::vector<double> uninterrupted;
   {
     auto engine = make_engine(onebit_adam(), 2, 1);

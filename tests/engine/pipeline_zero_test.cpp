@@ -11,7 +11,6 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include <filesystem>
 
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
@@ -20,8 +19,8 @@
 #include "dstrain/engine/models/loss.hpp"
 #include "dstrain/engine/pipeline_engine.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
+#include "shared_folder.hpp"
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -50,18 +49,7 @@ struct Variant {
   const char* offload = nullptr;  // offload_optimizer.device
 };
 
-// A folder on the build machine's disk (tmpfs may lack O_DIRECT), fresh per use and world size.
-std::string fresh_dir(const std::string& name) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("dstrain_pipeline_zero_" + name + "_np" + std::to_string(ds::comm::get_world_size())))
-          .string();
-  if (ds::comm::get_rank() == 0) {
-    ds::remove_tree(dir);
-    fs::create_directories(dir);
-  }
-  ds::comm::init_distributed("mpi")->barrier();
-  return dir;
-}
+std::string fresh_dir(const std::string& name) { return fresh_shared_folder("dstrain_pipeline_zero_" + name); }
 
 ds::Config make_config(const Variant& variant, int replicas) {
   // Every parameter of this small model partitioned (none persistent); per module, at most two of

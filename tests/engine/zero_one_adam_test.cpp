@@ -5,9 +5,9 @@
 // every phase happen within a few steps. A checkpoint taken before the freeze resumes exactly, one at
 // a sync to roundoff; one taken between syncs (each rank's weights its own) resumes every rank from
 // rank 0's state.
-#include <filesystem>
 
 #include "optimizer_reference.hpp"
+#include "shared_folder.hpp"
 
 namespace {
 
@@ -132,9 +132,8 @@ double spread(const at::Tensor& local) {
 }  // namespace
 
 TEST_CASE("a ZeroOneAdam checkpoint resumes the interval schedule and the errors", "[mpi][zero_one_adam]") {
-  namespace fs = std::filesystem;
   const int world = ds::comm::get_world_size();
-  const std::string dir = (fs::temp_directory_path() / ("dstrain_zero_one_ckpt_np" + std::to_string(world))).string();
+  const std::string dir = fresh_shared_folder("dstrain_zero_one_ckpt");
   // After step 4 var_interval is 2: step 5 compresses its gradient with the saved errors, 6 updates
   // the variance, 7 and 8 are local steps (each synced). After step 8 (a sync) every rank holds the
   // same momentum and, to roundoff, the same weights (p − accumulator + average rounds differently on
@@ -168,9 +167,8 @@ TEST_CASE("a ZeroOneAdam checkpoint resumes the interval schedule and the errors
 }
 
 TEST_CASE("a ZeroOneAdam checkpoint between syncs resumes every rank from rank 0's state", "[mpi][zero_one_adam]") {
-  namespace fs = std::filesystem;
   const int world = ds::comm::get_world_size();
-  const std::string dir = (fs::temp_directory_path() / ("dstrain_zero_one_local_np" + std::to_string(world))).string();
+  const std::string dir = fresh_shared_folder("dstrain_zero_one_local");
   // Step 9 is a local step: each rank's weights, momentum and accumulated moves are its own. A
   // checkpoint keeps rank 0's (with the sum of learning rates since the sync), and the sync at step
   // 10 must bring every rank to the same weights (to roundoff), as it does in an uninterrupted run.
