@@ -143,6 +143,35 @@ TEST_CASE("cgroup_memory_limit reads v2's memory.max, unified or hybrid, and \"m
   REQUIRE(limit->bytes == 4000000000);
 }
 
+TEST_CASE("cgroup_memory_limit finds a container's group below a mount that hides the path's start", "[memory_budget]") {
+  // No cgroup namespace of its own: /proc/self/cgroup names the group from the host's root, the
+  // mount starts at the container's group (/docker/c1), and the test's own group is below that.
+  TempDir dir("container");
+  const fs::path root = dir.path / "fs";
+  write(root / "cgroup.controllers", "cpu memory\n");
+  write(root / "memory.max", "8000000000\n");  // the container's own limit, at the mount
+  write(root / "job" / "memory.max", "400000000\n");
+  write(dir.path / "self_cgroup", "0::/docker/c1/job\n");
+  auto limit = ds::cgroup_memory_limit({(dir.path / "self_cgroup").string(), root.string(), ""});
+  REQUIRE(limit);
+  REQUIRE(limit->bytes == 400000000);
+  REQUIRE(limit->path == (root / "job" / "memory.max").string());
+  // The process in the container's group itself: the mount's limit.
+  write(dir.path / "self_cgroup", "0::/docker/c1\n");
+  limit = ds::cgroup_memory_limit({(dir.path / "self_cgroup").string(), root.string(), ""});
+  REQUIRE(limit);
+  REQUIRE(limit->bytes == 8000000000);
+
+  // v1 alike: memory:/docker/c1/job, the memory controller mounted from /docker/c1.
+  TempDir v1("container_v1");
+  write(v1.path / "self_cgroup", "4:memory:/docker/c1/job\n");
+  write(v1.path / "fs" / "memory" / "memory.limit_in_bytes", "8000000000\n");
+  write(v1.path / "fs" / "memory" / "job" / "memory.limit_in_bytes", "300000000\n");
+  limit = ds::cgroup_memory_limit({(v1.path / "self_cgroup").string(), (v1.path / "fs").string(), ""});
+  REQUIRE(limit);
+  REQUIRE(limit->bytes == 300000000);
+}
+
 TEST_CASE("memory_budget: the tightest of cgroup, MemAvailable and dstrain.memory_limit, per rank", "[memory_budget]") {
   TempDir dir("budget");
   write(dir.path / "self_cgroup", "4:memory:/job\n");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <vector>
 
 #include "dstrain/runtime/config.hpp"
@@ -44,6 +45,19 @@ void lowest_up_the_tree(const fs::path& top, const fs::path& leaf, const char* f
   }
 }
 
+// The folder of the group that /proc/self/cgroup names `path` (relative) in the hierarchy mounted at
+// `mount`. In a container without a cgroup namespace of its own, that path starts at the host's
+// root while the mount starts at the container's group (/docker/<id>/job is mounted as job): the
+// folder is then the longest tail of the path that exists below the mount, else the mount itself.
+fs::path group_folder(const fs::path& mount, const fs::path& path) {
+  for (auto first = path.begin(); first != path.end(); ++first) {
+    fs::path tail;
+    for (auto part = first; part != path.end(); ++part) tail /= *part;
+    if (std::error_code error; fs::is_directory(mount / tail, error)) return mount / tail;
+  }
+  return mount;
+}
+
 bool has_memory_controller(const std::string& controllers) {
   std::stringstream list(controllers);
   for (std::string name; std::getline(list, name, ',');)
@@ -65,11 +79,11 @@ std::optional<MemoryLimit> cgroup_memory_limit(const MemorySources& sources) {
     const std::string controllers = line.substr(first + 1, second - first - 1);
     const fs::path path = fs::path(line.substr(second + 1)).relative_path();
     if (has_memory_controller(controllers)) {
-      lowest_up_the_tree(root / "memory", root / "memory" / path, "memory.limit_in_bytes", lowest);
+      lowest_up_the_tree(root / "memory", group_folder(root / "memory", path), "memory.limit_in_bytes", lowest);
     } else if (id == "0" && controllers.empty()) {
       // Unified alone, the hierarchy is mounted at the root; beside v1 (hybrid), at unified/.
       const fs::path top = fs::exists(root / "cgroup.controllers") ? root : root / "unified";
-      lowest_up_the_tree(top, top / path, "memory.max", lowest);
+      lowest_up_the_tree(top, group_folder(top, path), "memory.max", lowest);
     }
   }
   return lowest;
