@@ -137,10 +137,12 @@ TEST_CASE("OneBitLamb after freeze_step follows a plain reference of 1-bit LAMB"
   const std::vector<double> losses = train(*engine, kSteps);
   ReferenceModel reference;
   const std::vector<double> expected = reference_losses(reference, kFreeze, kTestEps, kSteps);
-  // Measured: every loss within 1e-7 relative at -np 2 and 4; weights within 1.2e-7 at -np 2, but
-  // 1.1e-4 in wte at -np 4, where an ulp-level difference still meets a 1-bit sign decision (not yet
-  // traced element by element); hence 1e-3 for the weights.
-  require_close(*engine, losses, expected, reference, 1e-3, 1e-6);
+  // Measured: every loss within 1e-7 relative at -np 2 and 4; weights within 1.2e-7 at -np 2, and at
+  // -np 4 as well but for elements (up to 1.5e-4 apart) whose 1-bit sign the two sides decided
+  // differently (WeightComparison). A reference that freezes one step late has 90% of its elements
+  // beyond 1e-5, and losses 1.6e-4 to 3.6e-4 apart: 5e-5 leaves room for the 3.3e-5 that such sign
+  // decisions cost ZeroOneAdam's losses on another BLAS (zero_one_adam_test.cpp).
+  require_close(*engine, losses, expected, reference, 1e-5, 5e-5, kSignFlips);
 }
 
 TEST_CASE("a OneBitLamb checkpoint taken after the freeze resumes with the same losses", "[mpi][onebit_lamb]") {
