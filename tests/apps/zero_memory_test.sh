@@ -3,9 +3,9 @@
 # ZeRO-3 saves the memory its formula says, measured by the kernel: a 25M GPT (8 x 512, ctx 64,
 # micro 2, AdamW, fp32, HuggingFace "auto" bucket sizes) trains 3 steps at -np 2, stage 0 and then
 # stage 3, each job in a memory cgroup of its own (v1 or v2: memory_plan_cgroups.sh).
-#   - The stage-3 job's peak (memory.max_usage_in_bytes, v2's memory.peak) is below the stage-0 job's by at least 70%
-#     of the model-state bytes the ranks no longer hold (the trainer's own per-rank count, which
-#     tests/engine checks against the closed form).
+#   - The stage-3 job's peak (memory.max_usage_in_bytes, v2's memory.peak) is below the stage-0
+#     job's by at least 70% of the model-state bytes the ranks no longer hold (the trainer's own
+#     per-rank count, which tests/engine checks against the closed form).
 #   - Every rank's peak RSS above its pre-model baseline is within 1.5x of its model state plus
 #     activations, at both stages (the bound docs/zero.md states).
 # Needs root and a writable cgroup memory controller; exits 77 (skipped) without them.
