@@ -37,6 +37,7 @@ if ! dd if=/dev/zero of="$FOLDER/.o_direct_probe" bs=4096 count=1 oflag=direct s
   exit 1
 fi
 rm -f "$FOLDER/.o_direct_probe"
+trap 'rm -f "$FILE" "$FIO_FILE"' EXIT  # the files this bench wrote (1 GB each by default), not the folder
 
 # Both tools read (and, with MODE=overwrite, write over) files that are fully written.
 "$DS_IO" --folder "$FOLDER" --io_size "$SIZE" --loops 1 --handle >/dev/null
