@@ -1,5 +1,6 @@
 #include "dstrain/io/aio_settings.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "dstrain/runtime/config.hpp"
@@ -9,6 +10,13 @@ namespace ds::io {
 
 AioSettings aio_settings(const AioConfig& aio) {
   return {aio.block_size, aio.queue_depth, aio.single_submit, aio.overlap_events, aio.intra_op_parallelism};
+}
+
+AioSettings for_swap_reads(AioSettings aio) {
+  // Not past 4096 entries: io_uring's rings hold at most 32768, and deeper buys nothing here.
+  const int64_t deeper = std::min<int64_t>(int64_t{aio.queue_depth} * kSwapReadDepth, 4096);
+  aio.queue_depth = static_cast<int>(std::max<int64_t>(aio.queue_depth, deeper));
+  return aio;
 }
 
 void validate(const AioSettings& settings) {

@@ -66,7 +66,7 @@ OptimizerSwapper::OptimizerSwapper(Options options) : options_(std::move(options
       for (int p = 0; p < kGradientPages; ++p)
         pages_.push_back({static_cast<float*>(buffers_.allocate(page_numel_ * sizeof(float)))});
     }
-    reader_ = std::make_unique<io::RawAioHandle>(options_.aio);
+    reader_ = std::make_unique<io::RawAioHandle>(io::for_swap_reads(options_.aio));
     writer_ = std::make_unique<io::RawAioHandle>(options_.aio);
     // Every file's space is taken now, and the files hold the optimizer's initial zeros: reserved
     // blocks read as zeros; where the file system cannot reserve, the zeros are written.

@@ -93,7 +93,8 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
     if (largest > 0) {
       for (int b = 0; b < options_.buffer_count; ++b)
         buffers_.push_back({static_cast<float*>(memory_.allocate(buffer_numel_ * sizeof(float)))});
-      reader_ = std::make_unique<io::RawAioHandle>(one_wave(options_.aio, buffer_numel_ * static_cast<int64_t>(sizeof(float))));
+      reader_ = std::make_unique<io::RawAioHandle>(
+          one_wave(io::for_swap_reads(options_.aio), buffer_numel_ * static_cast<int64_t>(sizeof(float))));
     }
     if (file_bytes_ > 0) {
       writer_ = std::make_unique<io::RawAioHandle>(options_.aio);

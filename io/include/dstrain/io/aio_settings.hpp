@@ -25,6 +25,13 @@ struct AioSettings {
 // The settings a config's "aio" block gives (its use_gds concerns GPUs, not this handle).
 AioSettings aio_settings(const AioConfig& aio);
 
+// A swapper's reader: kSwapReadDepth times the queue depth. A swapping process reads and writes the
+// disk at once, and the device serves the pieces in flight alike; but a step waits for its reads,
+// seldom for its writes, so most pieces in flight should be reads (docs/offload.md, "Reads ahead
+// of writes").
+inline constexpr int kSwapReadDepth = 4;
+AioSettings for_swap_reads(AioSettings aio);
+
 // Throws ds::Error naming the offending setting when a value is out of range.
 void validate(const AioSettings& settings);
 
