@@ -72,6 +72,21 @@ TEST_CASE("a config's aio block gives the handle its settings, field by field", 
   CHECK_FALSE(settings.overlap_events);
 }
 
+TEST_CASE("a swapper's reader keeps 4 times the queue depth in flight, up to 4096", "[io]") {
+  ds::io::AioSettings aio;
+  aio.block_size = 8192;
+  aio.queue_depth = 8;
+  aio.intra_op_parallelism = 2;
+  const ds::io::AioSettings reader = ds::io::for_swap_reads(aio);
+  CHECK(reader.queue_depth == 32);
+  CHECK(reader.block_size == 8192);
+  CHECK(reader.intra_op_parallelism == 2);
+  aio.queue_depth = 2000;
+  CHECK(ds::io::for_swap_reads(aio).queue_depth == 4096);
+  aio.queue_depth = 5000;  // deeper than the cap already: as set
+  CHECK(ds::io::for_swap_reads(aio).queue_depth == 5000);
+}
+
 TEST_CASE("sync and async reads fill the buffer with the file", "[io][deepspeed]") {
   const bool single_submit = GENERATE(true, false);
   const bool overlap_events = GENERATE(true, false);
