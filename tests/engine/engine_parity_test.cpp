@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/engine.hpp"

@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/models/llama.hpp"

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-
 #include "dstrain/runtime/error.hpp"
 #include "optimizer_reference.hpp"
 #include "shared_folder.hpp"

@@ -11,7 +11,6 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-
 #include "dstrain/comm/distributed.hpp"
 #include "dstrain/engine/data/token_source.hpp"
 #include "dstrain/engine/memory_plan.hpp"
@@ -20,7 +19,6 @@
 #include "dstrain/engine/pipeline_engine.hpp"
 #include "dstrain/runtime/remove_tree.hpp"
 #include "shared_folder.hpp"
-
 
 namespace {
 
