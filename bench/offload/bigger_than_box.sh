@@ -20,7 +20,8 @@
 # the sub-group the planner chose), two processes at once as the two ranks are, 3 times (medians).
 # Then, when MemAvailable holds twice the in-memory run's predicted peak per rank (`dstrain plan`)
 # with 3 GB to spare, the same model and steps in memory at ZeRO-3 without the 2 GB cap (in a
-# group of its own 2 GB short of MemAvailable), for samples/s.
+# group of its own 2 GB short of MemAvailable), for samples/s. Last, the disk's share of a step: rank
+# 0's bytes at ds_io's rates, and against the in-memory step the ratio no schedule could beat here.
 #
 # Environment: CAP_MB (default 2048), STEPS (default 3: a 1B step takes minutes on 2 shared
 # cores; the first step is dropped from the medians), LAYERS/WIDTH/HEADS/VOCAB/CONTEXT (default
@@ -214,4 +215,20 @@ ratio="-"
 echo "| $cap_mb | $((peak / 1000000)) | $rss | $step_s | $waited | $swap_gb | $swap_r / $swap_w | $ds_r / $ds_w | $capped_sps | ${memory_sps:--} | $ratio |"
 echo "steps: $steps (medians over steps 2-$steps), wall $wall s including start; sub_group_size $sub_group; ds_io request $request bytes"
 [ -n "$memory_note" ] && echo "$memory_note"
+# The disk's share of a step: rank 0's bytes at ds_io's rates (each measured alone, both processes
+# at once), reads then writes. A step can be no shorter, so against the in-memory step it bounds
+# the ratio any schedule could reach on this disk.
+read_gb=$(median 'm["nvme_read_bytes"] / 1e9' "$work/capped.jsonl")
+write_gb=$(median 'm["nvme_write_bytes"] / 1e9' "$work/capped.jsonl")
+python3 - "$read_gb" "$write_gb" "$ds_r" "$ds_w" "$step_s" "${memory_sps:-0}" <<'PY2'
+import sys
+read_gb, write_gb, ds_r, ds_w, step_s, memory_sps = map(float, sys.argv[1:])
+disk_s = read_gb / ds_r + write_gb / ds_w
+line = (f"the disk alone: {read_gb:.2f} GB read at {ds_r:.3f} GB/s + {write_gb:.2f} GB written at {ds_w:.3f} GB/s = "
+        f"{disk_s:.1f} s a step (rank 0), against {step_s:.1f} s")
+if memory_sps > 0:
+    memory_s = 2 / memory_sps
+    line += f"; in memory {memory_s:.1f} s a step, so at most {min(1.0, memory_s / disk_s):.2f}x on this disk"
+print(line)
+PY2
 exit 0
