@@ -176,7 +176,8 @@ EngineCore::EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, 
       step_in_backward_ = obstacle.empty();
       log::info("dstrain.step_in_backward: ",
                 step_in_backward_ ? "each sub-group is stepped as soon as backward has reduced its gradient"
-                                  : "off, since " + obstacle);
+                                  : "off, since " + obstacle +
+                                        "; the step runs after backward (docs/offload.md, \"The step begun in backward\")");
     }
     swapper_ = make_optimizer_swapper(config_, layout_->shard_numel(), *optimizer_, group_->rank(), step_in_backward_);
     build_master_shard(optimizer_device);
