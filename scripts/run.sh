@@ -14,7 +14,7 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 JOBS=${JOBS:-$(nproc)}
 PACKAGES=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread
           libopenmpi-dev openmpi-bin liburing-dev libcli11-dev nlohmann-json3-dev catch2 fio iproute2
-          libpcre2-dev libsentencepiece-dev sentencepiece clang libclang-rt-14-dev
+          libpcre2-dev libicu-dev libsentencepiece-dev sentencepiece clang libclang-rt-14-dev
           chromium python3-torch python3-numpy)
 # chromium: the headless browser that renders `dstrain plot` pages in the tests; python3-torch and
 # python3-numpy: the tests' Python references (a PyTorch GPT-2 that loads exported weights, ...).
@@ -22,6 +22,9 @@ PACKAGES=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0
 # and code are gone) of the reStructuredText sources of the Python 3.11 and the Linux 6.1
 # documentation (PSF licence, GPL-2.0; docs/getting-started.md says why these).
 CORPUS_PACKAGES=(python3.11-doc linux-doc-6.1)
+# nodejs and npm: the hf tokenizer tests' reference, tokenizers.js, which the test fixture installs
+# from the npm registry into the build folder. A nodejs that brings its own npm (NodeSource's) stays.
+command -v npm > /dev/null || PACKAGES+=(nodejs npm)
 CORPORA=(/usr/share/doc/python3.11/html/_sources /usr/share/doc/linux-doc-6.1/html/_sources)
 
 # The packages named, or PACKAGES.

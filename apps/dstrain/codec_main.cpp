@@ -2,8 +2,9 @@
 // dstrain-tokenize is one (SentencePiece's protobuf cannot share a process with LibTorch's).
 //   dstrain-codec SPEC --encode TEXT   prints TEXT's ids on one line, space-separated
 //   dstrain-codec SPEC --decode        reads ids, one a line, and writes each one's text at once
-// SPEC is gpt2:DIR or spm:FILE (tokenizer.hpp). Errors go to stderr, naming the byte offset of text
-// the tokenizer cannot encode, or an id outside the vocabulary; the exit status is then 1.
+//   dstrain-codec encode|decode ...  `dstrain encode` and `dstrain decode` (codec_commands.hpp)
+// SPEC is gpt2:DIR, spm:FILE or hf:DIR (tokenizer.hpp). Errors go to stderr, naming the byte offset
+// of text the tokenizer cannot encode, or an id outside the vocabulary; the exit status is then 1.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
@@ -18,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "codec_commands.hpp"
 #include "dstrain/engine/tokenizer/byte_alphabet.hpp"
+#include "dstrain/engine/tokenizer/hf_tokenizer.hpp"
 #include "dstrain/engine/tokenizer/tokenizer.hpp"
 #include "dstrain/runtime/error.hpp"
 
@@ -64,30 +67,64 @@ TextOf spm_text(const std::string& path) {
   };
 }
 
+// hf:DIR decodes a whole sequence (a Metaspace decoder drops the first token's space, byte tokens
+// join into characters): each new id's text is what the decoding of all ids so far adds, written
+// once that decoding does not end inside a character (U+FFFD).
+void hf_decode_stream(const std::string& dir) {
+  const ds::tokenizer::HfTokenizer tokenizer(dir);
+  std::vector<uint32_t> ids;
+  std::string written;
+  for (uint32_t id; std::cin >> id;) {
+    ids.push_back(id);
+    const std::string text = tokenizer.decode(ids, /*skip_special_tokens=*/false);
+    const bool pending = text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+    if (pending || text.compare(0, written.size(), written) != 0) continue;
+    std::fwrite(text.data() + written.size(), 1, text.size() - written.size(), stdout);
+    std::fflush(stdout);
+    written = text;
+  }
+}
+
 TextOf text_of(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon), where = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (kind == "gpt2") return gpt2_text(where);
   if (kind == "spm") return spm_text(where);
-  throw ds::Error("unknown tokenizer \"" + spec + "\": expected gpt2:DIR or spm:FILE").with_key("--tokenizer");
+  throw ds::Error("unknown tokenizer \"" + spec + "\": expected gpt2:DIR, spm:FILE or hf:DIR").with_key("--tokenizer");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "encode" || std::string(argv[1]) == "decode"))
+    return ds::app::run_codec_command(argc - 1, argv + 1, [](const std::string& spec) -> ds::app::DecodeIds {
+      const TextOf piece = text_of(spec);
+      return [piece](const std::vector<uint32_t>& ids) {
+        std::string text;
+        for (const uint32_t id : ids) text += piece(id);
+        return text;
+      };
+    });
   CLI::App app{"dstrain-codec: token ids to text and back for dstrain generate"};
   std::string spec, text;
   bool decode = false;
-  app.add_option("spec", spec, "gpt2:DIR or spm:FILE")->required();
+  app.add_option("spec", spec, "gpt2:DIR, spm:FILE or hf:DIR")->required();
   auto* encode = app.add_option("--encode", text, "print this text's ids");
   app.add_flag("--decode", decode, "read ids from stdin, write their text")->excludes(encode);
   try {
     app.parse(argc, argv);
+    const bool hf = spec.rfind("hf:", 0) == 0;
     if (!decode) {
+      // A prompt is encoded as transformers encodes it: with the post-processor's BOS, for hf:DIR.
       std::vector<uint32_t> ids;
-      ds::tokenizer::load_tokenizer(spec)->encode(text, ids);
+      if (hf) ids = ds::tokenizer::HfTokenizer(spec.substr(3)).encode(text, /*add_special_tokens=*/true);
+      else ds::tokenizer::load_tokenizer(spec)->encode(text, ids);
       for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %u" : "%u", ids[i]);
       std::printf("\n");
+      return 0;
+    }
+    if (hf) {
+      hf_decode_stream(spec.substr(3));
       return 0;
     }
     const TextOf text_of_id = text_of(spec);

@@ -167,7 +167,7 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--seed", options->seed, "the sampler's seed: one seed, one text (default 0)");
   command->add_option("--tokenizer", options->tokenizer,
-                      "spm:FILE or gpt2:DIR, the one the training data was tokenized with (default: bytes)");
+                      "spm:FILE, gpt2:DIR or hf:DIR, the one the training data was tokenized with (default: bytes)");
   command->callback([options] { generate_text(*options); });
 }
 

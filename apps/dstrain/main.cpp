@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "codec_exec.hpp"
 #include "dstrain/comm/distributed.hpp"
 #include "eval_command.hpp"
 #include "generate_command.hpp"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   ds::app::add_plan_command(app);
   ds::app::add_export_command(app);
   ds::app::add_tokenize_command(app);
+  ds::app::add_codec_commands(app);
   ds::app::add_eval_command(app);
   ds::app::add_generate_command(app);
   ds::app::add_plot_command(app);

@@ -120,7 +120,7 @@ void run_tokenize(const TokenizeOptions& options) {
 }
 
 void add_tokenize_options(CLI::App& app, TokenizeOptions& options) {
-  app.add_option("--tokenizer", options.tokenizer, "gpt2:DIR (vocab.json, merges.txt) or spm:FILE (.model)")
+  app.add_option("--tokenizer", options.tokenizer, "gpt2:DIR (vocab.json, merges.txt), spm:FILE (.model) or hf:DIR (tokenizer.json)")
       ->required();
   app.add_option("--input", options.inputs, "UTF-8 text files, one document each")->required();
   app.add_option("--out", options.out_prefix, "output prefix: writes PREFIX_train.bin and PREFIX_val.bin")->required();

@@ -26,7 +26,7 @@ namespace {
 
 void add_tokenize_command(CLI::App& app) {
   auto* command = app.add_subcommand(
-      "tokenize", "text files to llm.c token files: --tokenizer (gpt2:DIR | spm:FILE) --input TEXT... --out PREFIX "
+      "tokenize", "text files to llm.c token files: --tokenizer (gpt2:DIR | spm:FILE | hf:DIR) --input TEXT... --out PREFIX "
                   "[--valid-fraction F] [--progress auto|on|off] (--help for more)");
   // Every argument, --help included, is dstrain-tokenize's to parse.
   command->prefix_command();

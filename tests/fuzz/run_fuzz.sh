@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets (tests/fuzz/targets, clang) into WORK and runs each for SECONDS on a
 # seed corpus: the shipped configs/ for the config and --set targets, a real index.json (a one-step
 # checkpoint of the trainer DSTRAIN) for the index target, that checkpoint's safetensors export for
-# the safetensors header target. First every file of
+# the safetensors header target, the hf tokenizer tests' tokenizer.json files for the tokenizer.json
+# reader. First every file of
 # tests/fuzz/regressions/<target>/ is replayed: what the fuzzer once found stays fixed. A finding
 # fails the test and leaves its input in WORK/findings/<target>/ (add it to regressions/ once fixed).
 # Usage: run_fuzz.sh SOURCE_DIR WORK DSTRAIN SECONDS. Exits 77 (skipped) without clang's libFuzzer.
@@ -21,7 +22,7 @@ CXX=clang++ cmake -S "$src/tests/fuzz/targets" -B "$work/build" -G Ninja -DCMAKE
 cmake --build "$work/build" -j "$(nproc)" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 
 # Seeds: the shipped configs (the --set target's seeds are "KEY=VALUE\n" + config).
-rm -rf "$work/corpus"; mkdir -p "$work/corpus"/{config,override,index,safetensors}
+rm -rf "$work/corpus"; mkdir -p "$work/corpus"/{config,override,index,safetensors,tokenizer_json}
 cp "$src"/configs/*.json "$work/corpus/config/"
 i=0
 for config in "$src"/configs/*.json; do
@@ -42,8 +43,15 @@ raw = open(sys.argv[1], "rb").read()
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(raw) - 8 - n) + raw[8:8 + n])
 PY
 
+# The tokenizer.json seeds: the hf tokenizer tests' folders (GPT-2, Llama 3, Qwen2, Llama 2, Mistral
+# layouts), each followed by a NUL and a text to encode.
+/usr/bin/python3 "$src/tests/engine/hf_tokenizer/make_files.py" "$work/hf_tokenizers"
+for dir in "$work"/hf_tokenizers/*/; do
+  { cat "$dir/tokenizer.json"; printf '\0Hello <s>world 123 \xe6\x97\xa5 <|endoftext|>'; } > "$work/corpus/tokenizer_json/$(basename "$dir")"
+done
+
 status=0
-for target in config override index safetensors; do
+for target in config override index safetensors tokenizer_json; do
   binary="$work/build/fuzz_$target"
   regressions=("$src/tests/fuzz/regressions/$target"/*)
   if [ -e "${regressions[0]}" ]; then

@@ -1,4 +1,5 @@
 #include "dstrain/engine/tokenizer/gpt2_bpe.hpp"
+#include "dstrain/engine/tokenizer/hf_tokenizer.hpp"
 #include "dstrain/engine/tokenizer/sentencepiece_tokenizer.hpp"
 #include "dstrain/engine/tokenizer/tokenizer.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -11,7 +12,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   const std::string where = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (kind == "gpt2" && !where.empty()) return std::make_unique<Gpt2Bpe>(where + "/vocab.json", where + "/merges.txt");
   if (kind == "spm" && !where.empty()) return std::make_unique<SentencePieceTokenizer>(where);
-  throw Error("unknown tokenizer \"" + spec + "\": expected gpt2:DIR (vocab.json, merges.txt) or spm:FILE (.model)");
+  if (kind == "hf" && !where.empty()) return std::make_unique<HfTokenizer>(where);
+  throw Error("unknown tokenizer \"" + spec + "\": expected gpt2:DIR (vocab.json, merges.txt), spm:FILE (.model) or hf:DIR (tokenizer.json)");
 }
 
 }  // namespace ds::tokenizer

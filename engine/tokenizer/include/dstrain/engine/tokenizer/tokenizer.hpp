@@ -1,7 +1,8 @@
-// Tokenizer: text to the token ids a language model trains on. Two kinds, both loaded from files a
+// Tokenizer: text to the token ids a language model trains on. Three kinds, all loaded from files a
 // user already has, named by a spec:
 //   "gpt2:DIR"   GPT-2's byte-level BPE from DIR/vocab.json and DIR/merges.txt (gpt2_bpe.hpp)
 //   "spm:FILE"   a SentencePiece model, e.g. one spm_train wrote (sentencepiece_tokenizer.hpp)
+//   "hf:DIR"     a Hugging Face folder's tokenizer.json and tokenizer_config.json (hf_tokenizer.hpp)
 // Text is UTF-8; a document is encoded whole, so ids never depend on how a caller reads a file.
 #pragma once
 
