@@ -136,6 +136,10 @@ json Config::parse_file(const std::string& path) {
     e.with_path(path);
     throw;
   }
+  // Said here, before --set or the trainer's defaults write into it and blame themselves.
+  if (!parsed.is_object())
+    throw Error(std::string("the file holds a JSON ") + parsed.type_name() + "; a DeepSpeed config is a JSON object {...}")
+        .with_path(path);
   return parsed;
 }
 
@@ -166,6 +170,10 @@ Config Config::from_json(const json& input) {
     source = &rewritten;
   }
   const config_detail::AutoValues autos(*source);
+  if (autos.hf_mode()) {
+    if (source == &input) rewritten = input, source = &rewritten;
+    autos.fill_absent_batch_keys(rewritten);
+  }
   config_detail::ReadContext context{config.warnings_, autos, config.auto_keys_, config.given_keys_};
   Reader top(*source, "", context);
   top.field("train_batch_size", config.given_train_batch_size_, config_detail::positive());
@@ -189,6 +197,15 @@ Config Config::from_json(const json& input) {
     if (const json* value = top.take(key)) config.untyped_[key] = *value;
   config.resolve_amp_autos(autos);
   top.finish();
+  // After the types and ranges, so that a value of the wrong type is named as that first.
+  if (!autos.mismatches().empty()) {
+    std::string listed;
+    for (const std::string& line : autos.mismatches()) listed += "\n" + line;
+    throw Error("the config contradicts the Hugging Face Trainer's arguments (the dstrain block's settings, else "
+                "TrainingArguments' defaults), as transformers' HfTrainerDeepSpeedConfig checks them:" + listed +
+                "\nset these keys to \"auto\", or the dstrain settings to the values written")
+        .with_key(autos.first_mismatched_key());
+  }
   config.check_cross_section_rules();
   config.check_batch_keys();
   config.log_resolved_autos(autos);
@@ -211,12 +228,18 @@ void Config::resolve_amp_autos(const config_detail::AutoValues& autos) {
 // One line per "auto" with the value it became, e.g. `config: optimizer.params.lr "auto" -> 0.0001
 // (dstrain.learning_rate)`; the batch keys the batch rule derives are logged by resolve_batch.
 void Config::log_resolved_autos(const config_detail::AutoValues& autos) const {
+  if (autos.hf_mode()) log::info("config: Hugging Face's mode, with TrainingArguments ", autos.arguments_text());
   const json effective = to_json();
   for (const std::string& path : auto_keys_) {
     const json* value = autos.value_for(path);
     const bool batch_rule = !value && (path == "train_batch_size" || path == "train_micro_batch_size_per_gpu" ||
                                        path == "gradient_accumulation_steps");
-    if (batch_rule || path == "pipeline.stages") continue;
+    if (batch_rule) continue;
+    if (path == "pipeline.stages") {
+      log::info("config: pipeline.stages \"auto\" -> 1 (dstrain chooses no stage count: every rank holds the whole "
+                "model, data parallel; set pipeline.stages to split it)");
+      continue;
+    }
     std::string pointer_text = "/" + path;
     std::replace(pointer_text.begin(), pointer_text.end(), '.', '/');
     const json::json_pointer pointer(pointer_text);
@@ -309,6 +332,9 @@ json Config::to_json() const {
   for (const std::string& path : config_detail::kHiddenSizeKeys)
     if (is_auto(path)) result["zero_optimization"][path.substr(path.find('.') + 1)] = "auto";
   result["dstrain"] = dstrain_;
+  // Hugging Face's settings are spent: the keys hold the values they gave. Written back, they
+  // would be checked against the DeepSpeed defaults written here for the keys a user left out.
+  for (const auto& argument : config_detail::training_arguments()) result["dstrain"].erase(argument.name);
   return result;
 }
 

@@ -81,7 +81,11 @@ void Config::resolve_batch(int dp_world_size) {
   }
   if (train != times(times(micro, accumulation), dp_world_size))
     throw Error(named(kTrain, train) + " != " + named(kMicro, micro) + " * " + named(kAccumulation, accumulation) +
-                " * " + world)
+                " * " + world +
+                (is_auto(kMicro) && is_auto(kAccumulation)
+                     ? " (Hugging Face's mode: the batch is the world x dstrain.per_device_train_batch_size x "
+                       "dstrain.gradient_accumulation_steps; write train_batch_size \"auto\")"
+                     : ""))
         .with_key(kTrain);
   dp_world_size_ = dp_world_size;
   train_batch_size_ = static_cast<int>(train);
@@ -93,6 +97,13 @@ void Config::resolve_batch(int dp_world_size) {
 // The batch keys written "auto" that the batch rule derived (those from the dstrain block were
 // logged when the config was read).
 void Config::log_derived_autos() const {
+  // The engine, the memory planner and the trainer's checks each resolve their own copy of the
+  // config: the same resolution is logged once per process.
+  static std::string last_logged;
+  const std::string resolution = log::concat(train_batch_size_, " ", micro_batch_size_, " ", accumulation_steps_, " ",
+                                             dp_world_size_, " ", is_auto(kTrain), is_auto(kMicro), is_auto(kAccumulation));
+  if (resolution == last_logged) return;
+  last_logged = resolution;
   const std::string rule = log::concat("(micro ", micro_batch_size_, " x accumulation ", accumulation_steps_, " x ",
                                        dp_world_size_, dp_world_size_ == 1 ? " rank)" : " ranks)");
   if (is_auto(kTrain) && !given_train_batch_size_)

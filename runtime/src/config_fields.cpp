@@ -188,9 +188,34 @@ void Reader::field(const Key& key, json& value) {
   if (given && !given->is_null()) value = *given;
 }
 
+namespace {
+
+// The blocks DeepSpeed (v0.19.5) reads into pydantic models that forbid extra keys
+// (DeepSpeedZeroConfig, DeepSpeedZeroOffloadParamConfig, DeepSpeedZeroOffloadOptimizerConfig,
+// DeepSpeedFP16Config, DeepSpeedBF16Config) or passes as keyword arguments to a constructor that
+// takes no others (the optimizer's and the scheduler's params): an unknown key is an error there,
+// as in DeepSpeed. DeepSpeed reads the other blocks with dict.get and ignores what it does not
+// know; there an unknown key is a warning.
+bool forbids_unknown_keys(const std::string& path) {
+  static const char* const kForbidding[] = {
+      "zero_optimization", "zero_optimization.offload_param", "zero_optimization.offload_optimizer",
+      "fp16",              "bf16",                            "bfloat16",
+      "optimizer.params",  "scheduler.params",
+  };
+  return std::find(std::begin(kForbidding), std::end(kForbidding), path) != std::end(kForbidding);
+}
+
+}  // namespace
+
 void Reader::finish() const {
-  for (const auto& item : object_.items())
-    if (!taken_.count(item.key())) warn("unknown key '" + path_of(item.key()) + "'");
+  for (const auto& item : object_.items()) {
+    if (taken_.count(item.key())) continue;
+    if (forbids_unknown_keys(path_))
+      throw Error("unknown key; DeepSpeed refuses it too ('" + path_ + "' takes only the keys docs/config.md lists), got " +
+                  json_excerpt(item.value()))
+          .with_key(path_of(item.key()));
+    warn("unknown key '" + path_of(item.key()) + "'");
+  }
 }
 
 std::string Reader::path_of(const std::string& name) const { return path_.empty() ? name : path_ + "." + name; }

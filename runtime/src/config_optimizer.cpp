@@ -73,6 +73,16 @@ void visit_params(V& p, OptimizerConfig& c) {
     p.field("adam_w_mode", c.adam_w_mode);
     // DeepSpeed's AdamW ignores adam_w_mode: decoupled weight decay is what AdamW means.
     if (c.type == OptimizerType::AdamW) c.adam_w_mode = true;
+    if constexpr (V::kReading) {
+      // FusedAdam's set_grad_none: gradients are freed after each step here whatever it says.
+      bool set_grad_none = true;
+      p.field("set_grad_none", set_grad_none);
+      // DeepSpeedCPUAdam's (ZeRO-Offload) fp32_optimizer_states: the state here is always fp32.
+      bool fp32_optimizer_states = true;
+      p.field("fp32_optimizer_states", fp32_optimizer_states);
+      if (!fp32_optimizer_states)
+        throw p.error("fp32_optimizer_states", "false is not supported: the optimizer state is always fp32, got false");
+    }
   }
   const bool onebit = is_onebit(c.type);
   if (c.type == OptimizerType::OneBitAdam || c.type == OptimizerType::OneBitLamb)
@@ -89,9 +99,9 @@ void visit_params(V& p, OptimizerConfig& c) {
         throw p.error("min_coeff", "must not exceed max_coeff (" + std::to_string(c.max_coeff) + "), got " +
                                        std::to_string(c.min_coeff));
   }
-  if (c.type == OptimizerType::Lamb || c.type == OptimizerType::OneBitLamb || c.type == OptimizerType::ZeroOneAdam) {
+  if (c.type == OptimizerType::Lamb || onebit) {
     p.field("eps_inside_sqrt", c.eps_inside_sqrt);
-    // DeepSpeed's OnebitLamb and ZeroOneAdam take eps_inside_sqrt and always add eps outside the root.
+    // DeepSpeed's 1-bit optimizers take eps_inside_sqrt and always add eps outside the root.
     if constexpr (V::kReading)
       if (c.eps_inside_sqrt && c.type != OptimizerType::Lamb)
         p.warn("'" + p.path_of("eps_inside_sqrt") + "' is ignored by " + to_string(c.type) +
@@ -117,9 +127,12 @@ void visit_params(V& p, OptimizerConfig& c) {
     bool amsgrad = false;
     p.field("amsgrad", amsgrad);
     if (amsgrad) throw p.error("amsgrad", "AMSGrad is not supported, got true");
-    // As DeepSpeed: clipping is the engine's job, an optimizer-level norm is ignored.
-    if (const json* norm = p.take("max_grad_norm"); norm && norm->is_number() && norm->get<double>() > 0)
-      p.warn("'" + p.path_of("max_grad_norm") + "' is ignored; use gradient_clipping");
+    // As DeepSpeed (engine.py, _configure_basic_optimizer raises ValueError): clipping is the
+    // engine's job, and a norm here would otherwise leave the run unclipped without a word. 0,
+    // which asks for no clipping, stays accepted: DeepSpeedExamples' BERT configs carry it.
+    if (const json* norm = p.take("max_grad_norm"); norm && !norm->is_null() && *norm != 0)
+      throw p.error("max_grad_norm", "is not an optimizer parameter (DeepSpeed refuses it too): use the top-level "
+                                     "gradient_clipping, got " + norm->dump());
   }
 }
 

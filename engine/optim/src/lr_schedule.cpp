@@ -14,12 +14,13 @@ LrSchedule::LrSchedule(const SchedulerConfig& config, double base_lr)
     case SchedulerType::WarmupLR:
     case SchedulerType::OneCycle:
       break;
-    case SchedulerType::WarmupDecayLR:
-      if (!config_.total_num_steps) throw Error("WarmupDecayLR needs total_num_steps").with_key("scheduler.params.total_num_steps");
+    case SchedulerType::LRRangeTest:
       break;
-    default:
-      throw Error(std::string("scheduler '") + to_string(config_.type) + "' is not supported yet (WarmupLR, WarmupDecayLR, OneCycle are)")
-          .with_key("scheduler.type");
+    case SchedulerType::WarmupDecayLR:
+    case SchedulerType::WarmupCosineLR:
+      if (!config_.total_num_steps)
+        throw Error(std::string(to_string(config_.type)) + " needs total_num_steps").with_key("scheduler.params.total_num_steps");
+      break;
   }
 }
 
@@ -61,11 +62,34 @@ double LrSchedule::lr(int64_t i) const {
       }
       return config_.warmup_min_lr + (max_lr - config_.warmup_min_lr) * gamma;
     }
+    case SchedulerType::WarmupCosineLR:
+      return base_lr_ * warmup_cosine_ratio(i);
     case SchedulerType::OneCycle:
       return one_cycle(i);
-    default:
+    case SchedulerType::LRRangeTest: {
+      // The rate grows by lr_range_test_step_rate x min_lr every lr_range_test_step_size steps,
+      // continuously or (staircase) at whole intervals, with no end.
+      const double interval = static_cast<double>(i + 1) / static_cast<double>(config_.lr_range_test_step_size);
+      return config_.lr_range_test_min_lr *
+             (1 + config_.lr_range_test_step_rate * (config_.lr_range_test_staircase ? std::floor(interval) : interval));
+    }
+    case SchedulerType::None:
       return base_lr_;
   }
+  return base_lr_;
+}
+
+// WarmupCosineLR's factor of the optimizer's lr: from warmup_min_ratio up to 1 over the warm-up
+// (warmup_gamma's log or linear curve), then half a cosine down to cos_min_ratio, reached at
+// total_num_steps and kept after it. A cosine phase of no steps (total <= warm-up) counts as one,
+// so the first step after warm-up is already at cos_min_ratio (DeepSpeed's max(1, ...)).
+double LrSchedule::warmup_cosine_ratio(int64_t i) const {
+  if (i < warmup_steps_) return config_.warmup_min_ratio + warmup_gamma(i) * (1.0 - config_.warmup_min_ratio);
+  const double done = static_cast<double>(i - warmup_steps_ + 1);
+  const double total = static_cast<double>(std::max<int64_t>(1, *config_.total_num_steps - warmup_steps_));
+  const double progress = std::min(1.0, done / total);
+  const double cosine = (1 + std::cos(M_PI * progress)) / 2;
+  return std::max(0.0, config_.cos_min_ratio + (1.0 - config_.cos_min_ratio) * cosine);
 }
 
 }  // namespace ds

@@ -18,6 +18,7 @@ class LrSchedule {
  private:
   double warmup_gamma(int64_t iteration) const;
   double one_cycle(int64_t iteration) const;
+  double warmup_cosine_ratio(int64_t iteration) const;
 
   SchedulerConfig config_;
   double base_lr_;
