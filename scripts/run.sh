@@ -15,9 +15,10 @@ JOBS=${JOBS:-$(nproc)}
 PACKAGES=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread
           libopenmpi-dev openmpi-bin liburing-dev libcli11-dev nlohmann-json3-dev catch2 fio iproute2
           libpcre2-dev libicu-dev libsentencepiece-dev sentencepiece clang libclang-rt-14-dev
-          chromium python3-torch python3-numpy)
+          chromium python3-torch python3-numpy python3-jinja2)
 # chromium: the headless browser that renders `dstrain plot` pages in the tests; python3-torch and
-# python3-numpy: the tests' Python references (a PyTorch GPT-2 that loads exported weights, ...).
+# python3-numpy: the tests' Python references (a PyTorch GPT-2 that loads exported weights, ...);
+# python3-jinja2: the chat template tests' reference (jinja2 set up as Hugging Face sets it up).
 # The first run's corpus, installed by `train` only: the running English (12.9 MB once its markup
 # and code are gone) of the reStructuredText sources of the Python 3.11 and the Linux 6.1
 # documentation (PSF licence, GPL-2.0; docs/getting-started.md says why these).

@@ -11,6 +11,7 @@
 #include "model_commands.hpp"
 #include "plot_command.hpp"
 #include "schedule_command.hpp"
+#include "template_command.hpp"
 #include "tokenize_exec.hpp"
 #include "train_command.hpp"
 
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   ds::app::add_plan_command(app);
   ds::app::add_export_command(app);
   ds::app::add_tokenize_command(app);
+  ds::app::add_template_command(app);
   ds::app::add_codec_commands(app);
   ds::app::add_eval_command(app);
   ds::app::add_generate_command(app);

@@ -50,8 +50,12 @@ for dir in "$work"/hf_tokenizers/*/; do
   { cat "$dir/tokenizer.json"; printf '\0Hello <s>world 123 \xe6\x97\xa5 <|endoftext|>'; } > "$work/corpus/tokenizer_json/$(basename "$dir")"
 done
 
+# The chat template seeds: the test suite's templates in the families' manner.
+mkdir -p "$work/corpus/chat_template"
+cp "$src"/tests/engine/chat_template/templates/*.jinja "$work/corpus/chat_template/"
+
 status=0
-for target in config override index safetensors tokenizer_json; do
+for target in config override index safetensors tokenizer_json chat_template; do
   binary="$work/build/fuzz_$target"
   regressions=("$src/tests/fuzz/regressions/$target"/*)
   if [ -e "${regressions[0]}" ]; then
