@@ -74,8 +74,6 @@ const std::set<std::string> kStrMethods{
 const std::set<std::string> kListMethods{"append", "clear", "copy", "count", "extend", "index", "insert", "pop",
                                          "remove", "reverse", "sort"};
 
-std::vector<Json> items_of(const Value& v) { return iterate(v); }
-
 Json char_at(const std::vector<uint32_t>& cps, size_t i) {
   std::string s;
   text::append(s, cps[i]);
@@ -553,21 +551,21 @@ Value apply_filter(const std::string& name, const Value& v, const Args& args) {
     return Value::of(i < 0 ? -i : i);
   }
   if (name == "first") {
-    const auto items = items_of(v);
+    const auto items = iterate(v);
     return items.empty() ? Value::undefined("first item") : Value::of(items.front());
   }
   if (name == "last") {
     if (v.is_data() && v.seq == Value::Seq::generator) type_error("'generator' object is not reversible");
-    const auto items = items_of(v);
+    const auto items = iterate(v);
     return items.empty() ? Value::undefined("last item") : Value::of(items.back());
   }
-  if (name == "list") return Value::of(Json(items_of(v)));
+  if (name == "list") return Value::of(Json(iterate(v)));
   if (name == "reverse") {
     if (v.is_string()) {
       const auto cps = text::decode(v.data.get<std::string>());
       return Value::of(text::encode(std::vector<uint32_t>(cps.rbegin(), cps.rend())));
     }
-    auto items = items_of(v);
+    auto items = iterate(v);
     return generator(Json(std::vector<Json>(items.rbegin(), items.rend())));
   }
   if (name == "indent") {
@@ -599,7 +597,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& args) {
     const auto attribute = opt_str(b[1], "join's attribute");
     std::string out;
     bool first = true;
-    for (const auto& item : items_of(v)) {
+    for (const auto& item : iterate(v)) {
       out += (first ? "" : sep) + (attribute ? to_str(attr_path(item, *attribute)) : py_str(item));
       first = false;
       if (out.size() > (size_t{64} << 20)) type_error("a string above 64 MiB");
@@ -612,7 +610,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& args) {
     const auto attribute = opt_str(b[1], "unique's attribute");
     Json out = Json::array();
     std::vector<Json> seen;
-    for (const auto& item : items_of(v)) {
+    for (const auto& item : iterate(v)) {
       Json key = attribute ? plain_or_fail(attr_path(item, *attribute), "unique's attribute") : item;
       if (!case_sensitive && key.is_string()) key = text::lower(key.get<std::string>());
       bool dup = false;
@@ -634,7 +632,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& args) {
     }
     if (attribute) {
       if (!args.positional.empty()) type_error("map() takes either an attribute or a filter name");
-      for (const auto& item : items_of(v)) {
+      for (const auto& item : iterate(v)) {
         const Value x = attr_path(item, *attribute, dflt);
         out.push_back(plain_or_fail(x, "map's result"));
       }
@@ -644,7 +642,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& args) {
     const std::string filter = args.positional[0].data.get<std::string>();
     if (!known_filter(filter)) type_error("unknown filter '" + filter + "'");
     Args rest{std::vector<Value>(args.positional.begin() + 1, args.positional.end()), args.keyword};
-    for (const auto& item : items_of(v)) out.push_back(plain_or_fail(apply_filter(filter, Value::of(item), rest), "map's result"));
+    for (const auto& item : iterate(v)) out.push_back(plain_or_fail(apply_filter(filter, Value::of(item), rest), "map's result"));
     return generator(out);
   }
   if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
@@ -662,7 +660,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& args) {
     if (test && !known_test(*test)) type_error("unknown test '" + *test + "'");
     Args rest{std::vector<Value>(args.positional.begin() + k, args.positional.end()), {}};
     Json out = Json::array();
-    for (const auto& item : items_of(v)) {
+    for (const auto& item : iterate(v)) {
       const Value x = by_attr ? attr_path(item, attribute) : Value::of(item);
       const bool pass = test ? apply_test(*test, x, rest) : truthy(x);
       if (pass == keep_if) out.push_back(item);

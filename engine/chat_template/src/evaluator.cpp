@@ -401,7 +401,7 @@ class Evaluator {
     }
   }
 
-  Value call_macro(const Value& m, const Args& args, const Expr& at) {
+  Value call_macro(const Value& m, const Args& args) {
     const Stmt& def = *m.macro->stmt;
     if (args.positional.size() > def.params.size())
       type_error("macro '" + def.name + "' takes not more than " + std::to_string(def.params.size()) + " argument(s)");
@@ -429,7 +429,6 @@ class Evaluator {
     std::string out;
     exec(def.body, out, frame);
     --macro_depth_;
-    (void)at;
     return Value::of(out);
   }
 
@@ -458,7 +457,7 @@ class Evaluator {
         const Value callee = eval(*e.a, scope);
         const Args args = eval_args(e, scope);
         switch (callee.kind) {
-          case Value::Kind::macro: return call_macro(callee, args, e);
+          case Value::Kind::macro: return call_macro(callee, args);
           case Value::Kind::function: return call_global(callee.name, args);
           case Value::Kind::method: return call_method(callee, args);
           case Value::Kind::undefined: type_error("'" + callee.name + "' is undefined");

@@ -169,10 +169,8 @@ std::vector<std::string> split(const std::string& s, const std::optional<std::st
   while (true) {
     while (i < cps.size() && is_space(cps[i])) ++i;
     if (i == cps.size()) break;
-    if (maxsplit >= 0 && static_cast<long>(out.size()) == maxsplit) {
-      size_t end = cps.size();
-      while (end > i && is_space(cps[end - 1])) --end;
-      out.push_back(encode(std::vector<uint32_t>(cps.begin() + i, cps.begin() + end)));
+    if (maxsplit >= 0 && static_cast<long>(out.size()) == maxsplit) {  // the rest, as it is
+      out.push_back(encode(std::vector<uint32_t>(cps.begin() + i, cps.end())));
       break;
     }
     const size_t start = i;
