@@ -1,7 +1,8 @@
 // dstrain-codec: the tokenizer half of `dstrain generate`, a torch-free program for the reason
 // dstrain-tokenize is one (SentencePiece's protobuf cannot share a process with LibTorch's).
 //   dstrain-codec SPEC --encode TEXT   prints TEXT's ids on one line, space-separated
-//   dstrain-codec SPEC --decode        reads ids, one a line, and writes each one's text at once
+//   dstrain-codec SPEC --decode [--after IDS]  reads ids, one a line, and writes each one's text at
+//                                      once; IDS (space-separated) come before them, their text written
 //   dstrain-codec encode|decode ...  `dstrain encode` and `dstrain decode` (codec_commands.hpp)
 // SPEC is gpt2:DIR, spm:FILE or hf:DIR (tokenizer.hpp). Errors go to stderr, naming the byte offset
 // of text the tokenizer cannot encode, or an id outside the vocabulary; the exit status is then 1.
@@ -16,6 +17,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -67,18 +69,27 @@ TextOf spm_text(const std::string& path) {
   };
 }
 
+// Whether decoded text ends in U+FFFD: ids that end inside a character.
+bool ends_in_replacement(const std::string& text) {
+  return text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+}
+
 // hf:DIR decodes a whole sequence (a Metaspace decoder drops the first token's space, byte tokens
-// join into characters): each new id's text is what the decoding of all ids so far adds, written
-// once that decoding does not end inside a character (U+FFFD).
-void hf_decode_stream(const std::string& dir) {
+// join into characters): each new id's text is what the decoding of all ids so far, `after`'s
+// first, adds, written once that decoding does not end inside a character.
+
+void hf_decode_stream(const std::string& dir, const std::string& after) {
   const ds::tokenizer::HfTokenizer tokenizer(dir);
   std::vector<uint32_t> ids;
-  std::string written;
+  std::istringstream before(after);
+  for (uint32_t id; before >> id;) ids.push_back(id);
+  // A character cut at the end of `after` is not written yet: it is written when it ends.
+  std::string written = tokenizer.decode(ids, /*skip_special_tokens=*/false);
+  while (ends_in_replacement(written)) written.resize(written.size() - 3);
   for (uint32_t id; std::cin >> id;) {
     ids.push_back(id);
     const std::string text = tokenizer.decode(ids, /*skip_special_tokens=*/false);
-    const bool pending = text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
-    if (pending || text.compare(0, written.size(), written) != 0) continue;
+    if (ends_in_replacement(text) || text.compare(0, written.size(), written) != 0) continue;
     std::fwrite(text.data() + written.size(), 1, text.size() - written.size(), stdout);
     std::fflush(stdout);
     written = text;
@@ -106,11 +117,12 @@ int main(int argc, char** argv) {
       };
     });
   CLI::App app{"dstrain-codec: token ids to text and back for dstrain generate"};
-  std::string spec, text;
+  std::string spec, text, after;
   bool decode = false;
   app.add_option("spec", spec, "gpt2:DIR, spm:FILE or hf:DIR")->required();
   auto* encode = app.add_option("--encode", text, "print this text's ids");
   app.add_flag("--decode", decode, "read ids from stdin, write their text")->excludes(encode);
+  app.add_option("--after", after, "with --decode: the ids before those on stdin (their text is written)");
   try {
     app.parse(argc, argv);
     const bool hf = spec.rfind("hf:", 0) == 0;
@@ -124,7 +136,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (hf) {
-      hf_decode_stream(spec.substr(3));
+      hf_decode_stream(spec.substr(3), after);
       return 0;
     }
     const TextOf text_of_id = text_of(spec);

@@ -128,8 +128,13 @@ void generate_text(const GenerateOptions& options) {
   std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
   std::fflush(stdout);
   std::unique_ptr<Codec> decoder;
-  if (!options.tokenizer.empty())
-    decoder = std::make_unique<Codec>(options.tokenizer, std::vector<std::string>{"--decode"}, /*we_write=*/true);
+  if (!options.tokenizer.empty()) {
+    // The prompt's ids too: a token's text can depend on those before it (hf:DIR's decoders).
+    std::string after;
+    for (const int64_t id : prompt) after += (after.empty() ? "" : " ") + std::to_string(id);
+    decoder = std::make_unique<Codec>(options.tokenizer, std::vector<std::string>{"--decode", "--after", after},
+                                      /*we_write=*/true);
+  }
   auto write_token = [&](int64_t token) {
     if (decoder) {
       std::fprintf(decoder->stream(), "%lld\n", static_cast<long long>(token));

@@ -78,6 +78,13 @@ class TempDir {
 
 std::vector<uint32_t> ids_of(const json& list) { return list.get<std::vector<uint32_t>>(); }
 
+// The ids as text, space-separated (dstrain-codec's --after) or one a line (its stdin).
+std::string joined(const std::vector<uint32_t>& ids, size_t begin, size_t end, char separator) {
+  std::string text;
+  for (size_t i = begin; i < end; ++i) text += std::to_string(ids[i]) + separator;
+  return text;
+}
+
 // Where tokenizers.js's decoding is known to differ from Rust's on these texts, Rust's, derived by
 // hand. mistral's Metaspace decoder (prepend_scheme "first"): Rust drops every U+2581 of the first
 // token (decoders/metaspace.rs: `if i == 0 && prepend_scheme != Never { None }` per character),
@@ -99,6 +106,7 @@ TEST_CASE("hf tokenizer: ids and decodings equal tokenizers.js's", "[hf_tokenize
   for (const char* family : kFamilies) {
     INFO("tokenizer folder " << family);
     const HfTokenizer tokenizer(kOut + "/files/" + family);
+    const auto loaded = ds::tokenizer::load_tokenizer("hf:" + kOut + "/files/" + family);  // dstrain tokenize's
     const json expected = reference(family, texts_path);
     REQUIRE(expected["encode"].size() == texts.size());
     for (size_t i = 0; i < texts.size(); ++i) {
@@ -106,6 +114,9 @@ TEST_CASE("hf tokenizer: ids and decodings equal tokenizers.js's", "[hf_tokenize
       INFO("texts.json[" << i << "]: " << json(text).dump());
       const auto plain = tokenizer.encode(text, false), special = tokenizer.encode(text, true);
       CHECK(plain == ids_of(expected["encode"][i]));
+      std::vector<uint32_t> document;
+      loaded->encode(text, document);
+      CHECK(document == plain);
       CHECK(special == ids_of(expected["encode_special"][i]));
       CHECK(tokenizer.decode(ids_of(expected["encode_special"][i]), false) == expected["decode"][i].get<std::string>());
       CHECK(tokenizer.decode(ids_of(expected["encode_special"][i]), true) ==
@@ -175,6 +186,30 @@ json byte_vocab() {
 }
 
 }  // namespace
+
+TEST_CASE("hf tokenizer: dstrain generate's streamed decoding ends as the whole decoding", "[hf_tokenizer]") {
+  // dstrain-codec SPEC --decode --after PROMPT_IDS, fed the rest one id a line: what it writes is
+  // what decoding everything adds to the prompt's decoding (a Metaspace decoder would drop the space
+  // of a first token decoded alone; a character cut between byte tokens waits for its last byte).
+  const json texts = json::parse(read_file(kHere + "/texts.json"));
+  for (const char* family : {"llama3", "llama2", "mistral"}) {
+    INFO("tokenizer folder " << family);
+    const HfTokenizer tokenizer(kOut + "/files/" + family);
+    for (const size_t t : {2, 15, 16}) {  // English, CJK, emoji
+      const auto ids = tokenizer.encode(texts[t].get<std::string>(), true);
+      for (const size_t cut : {size_t{1}, size_t{2}, ids.size() / 2}) {
+        INFO("texts.json[" << t << "], prompt of " << cut << " ids");
+        TempDir dir;
+        const std::string rest = dir.write("rest", joined(ids, cut, ids.size(), '\n'));
+        std::string prefix = tokenizer.decode({ids.begin(), ids.begin() + cut}, false);
+        while (prefix.size() >= 3 && prefix.compare(prefix.size() - 3, 3, "\uFFFD") == 0)
+          prefix.resize(prefix.size() - 3);
+        CHECK(run(std::string(DSTRAIN_CODEC) + " hf:" + kOut + "/files/" + family + " --decode --after '" +
+                  joined(ids, 0, cut, ' ') + "' < " + rest) == tokenizer.decode(ids, false).substr(prefix.size()));
+      }
+    }
+  }
+}
 
 namespace {
 
