@@ -239,9 +239,9 @@ std::string error_of(Body body, const std::string& file, const std::string& key)
 // and texts below are derived by hand from the Rust source (huggingface/tokenizers, tokenizers/src).
 TEST_CASE("hf tokenizer: where tokenizers.js differs, Rust's answers", "[hf_tokenizer]") {
   SECTION("single_word: an added token inside a word is not matched") {
-    // added_vocabulary.rs find_matches: "cat" followed by 's' (alphanumeric) is skipped, so "cats"
-    // goes to the model: c a t s. tokenizers.js ignores single_word: [5, 3, 5, 4].
-    json doc = bpe({{"c", 0}, {"a", 1}, {"t", 2}, {" ", 3}, {"s", 4}}, json::array());
+    // added_vocabulary.rs find_matches: "cat" followed by 's' or '_' (\w in the regex crate) is
+    // skipped, so "cats" goes to the model: c a t s. tokenizers.js ignores single_word: [5, 3, 5, 4].
+    json doc = bpe({{"c", 0}, {"a", 1}, {"t", 2}, {" ", 3}, {"s", 4}, {"_", 6}}, json::array());
     doc["added_tokens"] = {{{"id", 5},
                             {"content", "cat"},
                             {"single_word", true},
@@ -251,6 +251,7 @@ TEST_CASE("hf tokenizer: where tokenizers.js differs, Rust's answers", "[hf_toke
                             {"special", false}}};
     const Folder folder(doc);
     CHECK(folder.load().encode("cat cats", false) == std::vector<uint32_t>{5, 3, 0, 1, 2, 4});
+    CHECK(folder.load().encode("cat_ cat", false) == std::vector<uint32_t>{0, 1, 2, 6, 3, 5});
   }
   SECTION("Digits: every Unicode number is a digit") {
     // digits.rs splits on char::is_numeric (Nd, Nl, No): "a", "\u0663\u0664", "b", each merged

@@ -46,7 +46,7 @@ std::vector<Section> AddedMatcher::split(std::string_view text) const {
     at = stop;  // the next search starts after this match, taken or not (aho-corasick's find_iter)
     if (token.single_word) {
       const auto before = last_char(text.substr(0, start)), after = first_char(text.substr(stop));
-      if ((before && is_alphanumeric(*before)) || (after && is_alphanumeric(*after))) continue;
+      if ((before && is_word_character(*before)) || (after && is_word_character(*after))) continue;
     }
     if (token.lstrip) {
       while (start > done) {

@@ -2,7 +2,7 @@
 // matched in the text before the model sees it, as Rust's AddedVocabulary does. Tokens with
 // `normalized: false` are found in the raw text; the rest of the text is normalized and tokens with
 // `normalized: true` are found there (their content normalized too). Leftmost match first, the
-// longest at one place. `single_word`: only between non-alphanumeric characters; `lstrip` /
+// longest at one place. `single_word`: only between characters that are not \w; `lstrip` /
 // `rstrip`: the whitespace before / after joins the token (and so disappears).
 #pragma once
 

@@ -46,8 +46,12 @@ bool is_numeric(char32_t point) {
   return type == U_DECIMAL_DIGIT_NUMBER || type == U_LETTER_NUMBER || type == U_OTHER_NUMBER;
 }
 
-bool is_alphanumeric(char32_t point) {
-  return u_hasBinaryProperty(static_cast<UChar32>(point), UCHAR_ALPHABETIC) || is_numeric(point);
+bool is_word_character(char32_t point) {
+  const auto c = static_cast<UChar32>(point);
+  const int8_t type = u_charType(c);
+  return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || u_hasBinaryProperty(c, UCHAR_JOIN_CONTROL) ||
+         type == U_NON_SPACING_MARK || type == U_ENCLOSING_MARK || type == U_COMBINING_SPACING_MARK ||
+         type == U_DECIMAL_DIGIT_NUMBER || type == U_CONNECTOR_PUNCTUATION;
 }
 
 std::string utf8_lossy(std::string_view bytes) {

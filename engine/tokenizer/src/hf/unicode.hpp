@@ -12,7 +12,7 @@ char32_t next_code_point(std::string_view text, size_t& at);
 void append_utf8(std::string& out, char32_t point);
 
 bool is_whitespace(char32_t point);    // Rust's char::is_whitespace
-bool is_alphanumeric(char32_t point);  // Rust's char::is_alphanumeric
+bool is_word_character(char32_t point);  // the regex crate's \w: Alphabetic, M, Nd, Pc, Join_Control
 bool is_numeric(char32_t point);       // Rust's char::is_numeric: general category Nd, Nl or No
 
 // The bytes as text, each maximal invalid subsequence replaced by U+FFFD (Rust's
