@@ -73,6 +73,11 @@ void run_tokenize(const TokenizeOptions& options) {
     throw Error("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
                 " ids; llm.c token files hold ids below 65536")
         .with_path(options.tokenizer);
+  if (is_instruction_data(options.inputs)) {
+    run_instruction_tokenize(*tokenizer, options.tokenizer, options.inputs, options.out_prefix, options.valid_fraction,
+                             options.instruction);
+    return;
+  }
   double total_bytes = 0;
   for (const std::string& input : options.inputs) {
     struct stat info {};
@@ -122,11 +127,13 @@ void run_tokenize(const TokenizeOptions& options) {
 void add_tokenize_options(CLI::App& app, TokenizeOptions& options) {
   app.add_option("--tokenizer", options.tokenizer, "gpt2:DIR (vocab.json, merges.txt), spm:FILE (.model) or hf:DIR (tokenizer.json)")
       ->required();
-  app.add_option("--input", options.inputs, "UTF-8 text files, one document each")->required();
+  app.add_option("--input", options.inputs, "UTF-8 text files, one document each; or .jsonl/.json instruction data")
+      ->required();
   app.add_option("--out", options.out_prefix, "output prefix: writes PREFIX_train.bin and PREFIX_val.bin")->required();
   app.add_option("--valid-fraction", options.valid_fraction,
                  "share of each document's tokens (its end) for PREFIX_val.bin (default 0.1)");
   add_progress_option(app, options.progress);
+  add_instruction_options(app, options.instruction);
 }
 
 }  // namespace ds::app

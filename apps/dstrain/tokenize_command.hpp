@@ -7,6 +7,9 @@
 // n ids go to the validation file, behind an end-of-text id of their own, the rest to the training
 // file. So every document is in both files and the validation text is never trained on.
 //
+// .jsonl and .json inputs are instruction datasets instead (instruction_data.hpp): whole records,
+// a loss mask and document offsets beside each token file.
+//
 // It runs as its own program, dstrain-tokenize, that `dstrain tokenize` executes
 // (tokenize_exec.hpp): Debian's libsentencepiece carries its own protobuf 3.14, which cannot share
 // a process with the protobuf 3.21 that LibTorch loads.
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "instruction_data.hpp"
 #include "progress.hpp"
 
 namespace ds::app {
@@ -27,6 +31,7 @@ struct TokenizeOptions {
   std::string out_prefix;
   double valid_fraction = 0.1;
   ProgressMode progress = ProgressMode::Auto;
+  InstructionOptions instruction;  // .jsonl/.json inputs (instruction_data.hpp)
 };
 
 void add_tokenize_options(CLI::App& app, TokenizeOptions& options);
