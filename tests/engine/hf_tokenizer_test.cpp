@@ -1,6 +1,6 @@
 // Hugging Face tokenizer.json (hf_tokenizer.hpp) against the reference, tokenizers.js: on the
-// folders hf_tokenizer/make_files.py writes (GPT-2, Llama 3, Qwen2, Llama 2, Mistral layouts and one
-// with Digits), every text of hf_tokenizer/texts.json must give tokenizers.js's ids, with and without
+// folders hf_tokenizer/make_files.py writes (GPT-2, Llama 3, Qwen2, Llama 2, Mistral, Gemma layouts
+// and one with Digits), every text of hf_tokenizer/texts.json must give tokenizers.js's ids, with and without
 // special tokens, and decode to its text; `dstrain encode`/`dstrain decode` (dstrain-codec) too.
 // Where tokenizers.js is known to differ from Rust's tokenizers (docs/tokenizers.md), the cases are
 // checked against ids derived by hand from the Rust source instead. Then bad input: each an error
@@ -31,7 +31,7 @@ namespace {
 
 const std::string kHere = std::string(DSTRAIN_SOURCE_DIR) + "/tests/engine/hf_tokenizer";
 const std::string kOut = DSTRAIN_HF_TOKENIZER_OUT;  // setup.sh wrote files/ and npm/ here
-const char* const kFamilies[] = {"gpt2", "llama3", "qwen2", "digits", "llama2", "mistral"};
+const char* const kFamilies[] = {"gpt2", "llama3", "qwen2", "digits", "llama2", "mistral", "gemma"};
 
 std::string read_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);

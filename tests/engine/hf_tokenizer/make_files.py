@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the Hugging Face tokenizer folders the hf tokenizer tests read (tokenizer.json and
-tokenizer_config.json in the layouts of GPT-2, Llama 3, Qwen2, Llama 2 and Mistral, plus one with
-Digits): vocabularies and merges learned here, by plain BPE counting, from a small corpus. Nothing
+tokenizer_config.json in the layouts of GPT-2, Llama 3, Qwen2, Llama 2, Mistral and Gemma, plus one
+with Digits): vocabularies and merges learned here, by plain BPE counting, from a small corpus. Nothing
 is copied from a real model; the files only have the real ones' shape (pre-tokenizer, decoder,
 post-processor, special tokens). Standard library only (Debian's /usr/bin/python3).
 Usage: make_files.py OUT_DIR"""
@@ -179,29 +179,40 @@ def digits():
     return tok, {"clean_up_tokenization_spaces": False}
 
 
-def spm_style(metaspace):
-    """Llama 2 (metaspace=False: Prepend + Replace normalizers) or Mistral (a Metaspace pre-tokenizer,
-    prepend_scheme first): characters, byte fallback for the rest."""
+def spm_style(style):
+    """Llama 2 (Prepend + Replace normalizers), Mistral (a Metaspace pre-tokenizer, prepend_scheme
+    first) or Gemma (a Replace normalizer alone, no prefix; <bos>, <start_of_turn>): characters, byte
+    fallback for the rest."""
     mark = "\u2581"
     words = collections.Counter()
     for line in CORPUS.split("\n"):
         for word in re.findall(r" ?[^ ]+| +", line.replace("\r", "")):
             words[tuple(word.replace(" ", mark))] += 1
     merges = learn_merges(words, 250)
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    gemma = style == "gemma"
+    bos, eos = ("<bos>", "<eos>") if gemma else ("<s>", "</s>")
+    vocab = {"<unk>": 0, bos: 1, eos: 2}
+    if gemma:
+        vocab.update({"<pad>": 3, "<start_of_turn>": 4, "<end_of_turn>": 5})
     for b in range(256):
         vocab[f"<0x{b:02X}>"] = len(vocab)
     for ch in sorted({c for w in words for c in w}):
         vocab.setdefault(ch, len(vocab))
     for a, b in merges:
         vocab.setdefault(a + b, len(vocab))
-    specials = [added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")]
-    if metaspace:
+    specials = [added(vocab[name], name) for name in vocab if name.startswith("<") and not name.startswith("<0x")]
+    if style == "mistral":
         normalizer = None
         pre = {"type": "Metaspace", "replacement": mark, "prepend_scheme": "first", "split": False}
         decoder = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Metaspace", "replacement": mark,
                                                                                 "prepend_scheme": "first",
                                                                                 "split": False}]}
+    elif gemma:
+        normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": mark}
+        pre = None
+        decoder = {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": mark}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}]}
     else:
         normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": mark},
                                                           {"type": "Replace", "pattern": {"String": " "},
@@ -211,20 +222,21 @@ def spm_style(metaspace):
             {"type": "Replace", "pattern": {"String": mark}, "content": " "}, {"type": "ByteFallback"},
             {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
     tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": specials,
-           "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": template("<s>", 1), "decoder": decoder,
+           "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": template(bos, 1), "decoder": decoder,
            "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                      "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
                      "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
-    config = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+    config = {"add_bos_token": True, "add_eos_token": False, "bos_token": bos, "eos_token": eos,
               "unk_token": "<unk>", "clean_up_tokenization_spaces": False, "legacy": False,
-              "tokenizer_class": "LlamaTokenizer"}
+              "tokenizer_class": "GemmaTokenizer" if gemma else "LlamaTokenizer"}
     return tok, config
 
 
 def main():
     out = sys.argv[1]
     for name, (tok, config) in {"gpt2": gpt2(), "llama3": llama3(), "qwen2": qwen2(), "digits": digits(),
-                                "llama2": spm_style(False), "mistral": spm_style(True)}.items():
+                                "llama2": spm_style("llama2"), "mistral": spm_style("mistral"),
+                                "gemma": spm_style("gemma")}.items():
         os.makedirs(os.path.join(out, name), exist_ok=True)
         with open(os.path.join(out, name, "tokenizer.json"), "w", encoding="utf-8") as f:
             json.dump(tok, f, ensure_ascii=False, indent=1)
