@@ -65,7 +65,7 @@ ModelShape ModelChoice::shape() const {
 ModelChoice choose_model(const nlohmann::json& model_block, int64_t activation_checkpoint_interval) {
   check_model_type(model_block);
   ModelChoice choice;
-  if (model_block.value("type", "gpt") == "llama") {
+  if (model_block.is_object() && model_block.value("type", "gpt") == "llama") {
     models::LlamaConfig llama = models::LlamaConfig::from_json(model_block);
     llama.activation_checkpoint_interval = activation_checkpoint_interval;
     choice.config = llama;

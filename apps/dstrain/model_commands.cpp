@@ -25,6 +25,7 @@
 #include "dstrain/pipe/partition.hpp"
 #include "dstrain/runtime/config.hpp"
 #include "dstrain/runtime/error.hpp"
+#include "config_overrides.hpp"
 #include "init_from.hpp"
 #include "model_choice.hpp"
 #include "progress.hpp"
@@ -33,9 +34,10 @@
 namespace ds::app {
 namespace {
 
-// The config at `path` with dstrain.model.init_from's sizes filled in, as the trainer reads it.
-Config config_from_file(const std::string& path) {
-  nlohmann::json json = Config::parse_file(path);
+// The config at `path` with the trainer's overrides and dstrain.model.init_from's sizes filled in,
+// as the trainer reads it.
+Config config_from_file(const std::string& path, const ConfigOverrides& overrides) {
+  nlohmann::json json = config_with_overrides(path, overrides);
   take_init_from(json);
   apply_trainer_defaults(json);
   try {
@@ -56,8 +58,8 @@ int64_t total_of(const std::vector<int64_t>& numels) {
   return total;
 }
 
-void print_estimate(const std::string& config_path, int world) {
-  Config config = config_from_file(config_path);
+void print_estimate(const std::string& config_path, const ConfigOverrides& overrides, int world) {
+  Config config = config_from_file(config_path, overrides);
   const ModelChoice model = model_of(config);
   const std::vector<int64_t> numels = model.shape().numels;
   const auto estimates = estimate_model_state(numels, config, world);
@@ -75,8 +77,8 @@ void print_estimate(const std::string& config_path, int world) {
                 e.after_step.total() / base, e.peak_gradient_bytes / 1e6);
 }
 
-void print_plan(const std::string& config_path, int world, int ranks_per_node) {
-  Config config = config_from_file(config_path);
+void print_plan(const std::string& config_path, const ConfigOverrides& overrides, int world, int ranks_per_node) {
+  Config config = config_from_file(config_path, overrides);
   const ModelChoice model = model_of(config);
   ModelShape shape = model.shape();
   const MemoryBudget budget = memory_budget(config, ranks_per_node);
@@ -266,7 +268,9 @@ void add_estimate_command(CLI::App& app) {
   auto world = std::make_shared<int>(1);
   command->add_option("-c,--config", *config, "config with a dstrain.model block")->required()->check(CLI::ExistingFile);
   command->add_option("--world", *world, "data-parallel ranks")->check(CLI::PositiveNumber);
-  command->callback([config, world] { print_estimate(*config, *world); });
+  auto overrides = std::make_shared<ConfigOverrides>();
+  add_override_options(*command, *overrides);
+  command->callback([config, overrides, world] { print_estimate(*config, *overrides, *world); });
 }
 
 void add_plan_command(CLI::App& app) {
@@ -278,7 +282,11 @@ void add_plan_command(CLI::App& app) {
   command->add_option("--world", *world, "data-parallel ranks")->check(CLI::PositiveNumber);
   command->add_option("--ranks-per-node", *per_node, "ranks sharing this node's memory (default: all of --world)")
       ->check(CLI::PositiveNumber);
-  command->callback([config, world, per_node] { print_plan(*config, *world, *per_node > 0 ? *per_node : *world); });
+  auto overrides = std::make_shared<ConfigOverrides>();
+  add_override_options(*command, *overrides);
+  command->callback([config, overrides, world, per_node] {
+    print_plan(*config, *overrides, *world, *per_node > 0 ? *per_node : *world);
+  });
 }
 
 void add_export_command(CLI::App& app) {

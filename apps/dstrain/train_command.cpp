@@ -1,5 +1,7 @@
 #include "train_command.hpp"
 
+#include "config_overrides.hpp"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -134,9 +136,7 @@ int run_training(const TrainOptions& options) {
   Preemption preemption(parse_signal_list(options.preempt_signals), options.preempt_timeout_seconds);
   // The file as written, so that --set (and --steps, for "auto" total steps) land before any
   // "auto" is resolved.
-  nlohmann::json json = Config::parse_file(options.config_path);
-  for (const std::string& assignment : options.overrides) Config::apply_override(json, assignment);
-  if (options.steps > 0) Config::apply_override(json, "dstrain.steps=" + std::to_string(options.steps));
+  nlohmann::json json = config_with_overrides(options.config_path, {options.overrides, options.steps});
   const std::string init_from = take_init_from(json);
   apply_trainer_defaults(json);
   Config config = Config::from_json(json);

@@ -52,7 +52,9 @@ std::string listed(const std::vector<std::string>& names) {
 }  // namespace
 
 void check_model_type(const nlohmann::json& model) {
-  if (!model.is_object() || !model.contains("type")) return;
+  if (model.is_null()) return;
+  if (!model.is_object()) throw Error("must be a JSON object, got " + json_excerpt(model)).with_key("dstrain.model");
+  if (!model.contains("type")) return;
   const nlohmann::json& type = model.at("type");
   if (!type.is_string() || std::find(kModelTypes.begin(), kModelTypes.end(), type.get<std::string>()) == kModelTypes.end())
     throw Error("model type " + json_excerpt(type) + " is not built in; supported: " + listed(kModelTypes))

@@ -133,7 +133,10 @@ AutoValues::AutoValues(const json& config) {
   auto set = [&](const std::string& path, json value, std::string from) {
     entries_[path] = Entry{std::move(value), std::move(from), std::nullopt};
   };
-  auto refuse = [&](const std::string& path, Error error) { entries_[path] = Entry{json(), "", std::move(error)}; };
+  auto refuse = [&](const std::string& path, Error error) {
+    if (!error.key()) error.with_key(path);
+    entries_[path] = Entry{json(), "", std::move(error)};
+  };
 
   // trainer_config_process.
   const int64_t micro = arguments_["per_device_train_batch_size"].get<int64_t>();

@@ -34,10 +34,6 @@ Error not_divisible(int64_t train, const std::string& factors, int64_t product) 
 }  // namespace
 
 void Config::check_batch_keys() const {
-  if (!given_train_batch_size_ && !given_micro_batch_size_ && is_auto(kMicro))
-    throw Error("\"auto\" needs dstrain.per_device_train_batch_size (HF's per_device_train_batch_size, e.g. --set "
-                "dstrain.per_device_train_batch_size=4), or a train_batch_size to derive it from")
-        .with_key(kMicro);
   if (!given_train_batch_size_ && !given_micro_batch_size_)
     throw Error(std::string("neither ") + kTrain + " nor " + kMicro + " is given; at least one is required")
         .with_key(kTrain);

@@ -183,9 +183,13 @@ void Reader::field(const Key& key, std::array<double, 2>& value, Range range) {
   value = {(*given)[0].get<double>(), (*given)[1].get<double>()};
 }
 
+// The blocks kept as written (zeropp_loco_param, zenflow, leaf_module, checkpoint's parallel_write
+// and writer) are objects in DeepSpeed's models too.
 void Reader::field(const Key& key, json& value) {
   const json* given = take(key);
-  if (given && !given->is_null()) value = *given;
+  if (!given || given->is_null()) return;
+  if (!given->is_object()) throw invalid(key, "an object", *given);
+  value = *given;
 }
 
 namespace {

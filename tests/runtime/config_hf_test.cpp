@@ -186,6 +186,18 @@ TEST_CASE("HF mode: every contradiction is listed in one error", "[config][hf]")
                                   !Contains("gradient_clipping"));
 }
 
+TEST_CASE("HF mode: an \"auto\" nothing decides is an error naming the key", "[config][hf]") {
+  json config = base_config();
+  config["dstrain"].erase("steps");
+  config["scheduler"]["params"]["total_num_steps"] = "auto";
+  CHECK(thrown_by([&] { ds::Config::from_json(config); }).key() == std::string("scheduler.params.total_num_steps"));
+  config["scheduler"]["params"] = {{"total_num_steps", 10}, {"warmup_num_steps", "auto"}};
+  config["dstrain"]["warmup_ratio"] = 0.1;
+  CHECK(thrown_by([&] { ds::Config::from_json(config); }).key() == std::string("scheduler.params.warmup_num_steps"));
+  config["dstrain"]["steps"] = 10;
+  CHECK_NOTHROW(ds::Config::from_json(config));
+}
+
 TEST_CASE("A plain DeepSpeed config is read as written: no TrainingArguments defaults, no checks", "[config][hf]") {
   json config = {{"train_batch_size", 8},
                  {"gradient_clipping", 0.5},
