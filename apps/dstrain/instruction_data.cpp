@@ -27,8 +27,9 @@ struct Skip {
 
 struct Record {
   bool conversation = true;
-  Json messages;                   // conversation
-  std::string prompt, completion;  // prompt/completion
+  Json messages;                        // conversation
+  std::optional<size_t> completion_at;  // conversational prompt/completion: the completion's first message
+  std::string prompt, completion;       // prompt/completion
 };
 
 // --column-map: the dataset's field for each of our names.
@@ -131,6 +132,19 @@ Record to_record(const Json& json, const std::string& format_option, const Colum
     }
     record.messages.push_back(message("user", user));
     record.messages.push_back(message("assistant", string_field(json, columns("output"), "the record")));
+  } else if (format == "prompt_completion" && field(json, columns("prompt"), "the record").is_array()) {
+    // TRL's conversational prompt/completion: lists of messages, the completion's are the targets.
+    const Json& completion = field(json, columns("completion"), "the record");
+    if (!completion.is_array()) throw Skip{"missing fields", "\"prompt\" is a list of messages but \"completion\" is not"};
+    for (const Json* list : {&json[columns("prompt")], &completion}) {
+      if (list == &completion) record.completion_at = record.messages.size();
+      for (const Json& m : *list) {
+        Json out = m;
+        out["role"] = string_field(m, columns("role"), "a message");
+        out["content"] = field(m, columns("content"), "a message");
+        record.messages.push_back(std::move(out));
+      }
+    }
   } else if (format == "prompt_completion") {
     record.conversation = false;
     record.prompt = string_field(json, columns("prompt"), "the record");
@@ -173,7 +187,7 @@ class Tokenizing {
 
   Document tokenize(const Json& json) {
     const Record record = to_record(json, options_.format, columns_);
-    return record.conversation ? conversation(record.messages) : prompt_completion(record);
+    return record.conversation ? conversation(record.messages, record.completion_at) : prompt_completion(record);
   }
 
  private:
@@ -238,37 +252,50 @@ class Tokenizing {
     return doc;
   }
 
-  Document conversation(const Json& messages) {
+  // The prefix of `whole` that `messages[0, end)` renders to, with or without the generation prompt.
+  size_t rendered_prefix(const Json& messages, size_t end, bool add_generation_prompt, const std::string& whole) {
+    const std::string text =
+        render(Json(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(end)), add_generation_prompt).text;
+    if (whole.compare(0, text.size(), text) != 0)
+      throw Skip{"refused by the chat template",
+                 "the template renders the turns before message " + std::to_string(end) +
+                     " differently from the whole conversation (it rewrites earlier turns), so the "
+                     "targets cannot be found; give it {% generation %} blocks"};
+    return text.size();
+  }
+
+  Document conversation(const Json& messages, std::optional<size_t> completion_at) {
     const chat_template::Rendered whole = render(messages, false);
     std::vector<std::pair<size_t, size_t>> spans;
+    if (completion_at) {
+      // TRL's completion_only_loss: everything past the prompt rendered with the generation prompt.
+      spans.emplace_back(rendered_prefix(messages, *completion_at, true, whole.text), whole.text.size());
+      return masked(whole.text, spans);
+    }
     for (const auto& span : whole.generation) spans.emplace_back(span.begin, span.end);
     if (spans.empty()) {
       // No {% generation %} blocks: each assistant turn is what rendering it adds to the
       // conversation before it with the generation prompt, its end-of-turn included.
       for (size_t k = 0; k < messages.size(); ++k) {
         if (messages[k]["role"] != "assistant") continue;
-        const Json before(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(k));
-        const Json upto(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(k + 1));
-        const std::string head = render(before, true).text, tail = render(upto, false).text;
-        for (const std::string* prefix : {&head, &tail})
-          if (whole.text.compare(0, prefix->size(), *prefix) != 0)
-            throw Skip{"refused by the chat template",
-                       "the template renders the turns before message " + std::to_string(k) +
-                           " differently from the whole conversation (it rewrites earlier turns), so the "
-                           "assistant's tokens cannot be found; give it {% generation %} blocks"};
-        if (tail.size() > head.size()) spans.emplace_back(head.size(), tail.size());
+        const size_t head = rendered_prefix(messages, k, true, whole.text);
+        const size_t tail = rendered_prefix(messages, k + 1, false, whole.text);
+        if (tail > head) spans.emplace_back(head, tail);
       }
     }
     return masked(whole.text, spans);
   }
 
-  // TRL's completion_only_loss: the completion's tokens and the EOS after it are the targets.
+  // TRL's completion_only_loss: the completion's tokens and the EOS after it are the targets (TRL
+  // appends eos_token unless the completion ends with it).
   Document prompt_completion(const Record& record) {
     const auto eos = tokenizer_.end_of_text();
     if (!eos) throw Error("prompt/completion records need an EOS; the tokenizer has none").with_path(spec_);
     Document doc = masked(record.prompt + record.completion, {{record.prompt.size(), record.prompt.size() + record.completion.size()}});
-    doc.ids.push_back(*eos);
-    doc.mask.push_back(1);
+    if (doc.ids.back() != *eos) {
+      doc.ids.push_back(*eos);
+      doc.mask.push_back(1);
+    }
     return doc;
   }
 

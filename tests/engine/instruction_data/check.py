@@ -126,9 +126,17 @@ def expected(ref, records, extra, valid_fraction):
     plans = []  # (text, spans, tail ids)
     for record in records:
         messages = to_messages(record)
+        if messages is None and isinstance(record["prompt"], list):
+            # TRL: the prompt rendered with the generation prompt; all that follows is the completion.
+            head = ref.render(record["prompt"], True, extra)["text"]
+            text = ref.render(record["prompt"] + record["completion"], False, extra)["text"]
+            assert text.startswith(head)
+            plans.append((text, [(len(head.encode()), len(text.encode()))], []))
+            continue
         if messages is None:
             text = record["prompt"] + record["completion"]
-            plans.append((text, [(len(record["prompt"].encode()), len(text.encode()))], [ref.eos]))
+            eos = [] if record["completion"].endswith(ref.config["eos_token"]) else [ref.eos]
+            plans.append((text, [(len(record["prompt"].encode()), len(text.encode()))], eos))
             continue
         whole = ref.render(messages, False, extra)
         spans = whole["generation"]
@@ -210,6 +218,13 @@ PROMPT_COMPLETION = [
     {"prompt": "Numbers:", "completion": " 1234567890"},
     # " world" is one token across the completion's edge: skipped, and said.
     {"prompt": "Hello ", "completion": "world!"},
+    # Ends with the EOS already: not appended again (TRL's add_eos).
+    {"prompt": "Hello", "completion": " there<|endoftext|>"},
+]
+CONVERSATIONAL_PROMPT_COMPLETION = [
+    {"prompt": [{"role": "user", "content": "What is 42?"}], "completion": [{"role": "assistant", "content": "The answer."}]},
+    {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+     "completion": [{"role": "assistant", "content": "Hello, world."}]},
 ]
 
 
@@ -219,7 +234,8 @@ def test_shapes():
         folder = tokenizer_folder("tok_" + template.split(".")[0], template)
         ref = Reference(folder)
         for name, records, fraction in (("messages", MESSAGES, 0.3), ("sharegpt", SHAREGPT, 0.5),
-                                        ("alpaca", ALPACA, 0.0), ("prompt_completion", PROMPT_COMPLETION, 0.4)):
+                                        ("alpaca", ALPACA, 0.0), ("prompt_completion", PROMPT_COMPLETION, 0.4),
+                                        ("conversational_prompt_completion", CONVERSATIONAL_PROMPT_COMPLETION, 0.0)):
             what = "%s with %s" % (name, template)
             data = write_jsonl(name + ".jsonl", records)
             prefix = os.path.join(work, "out", name)
