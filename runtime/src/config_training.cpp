@@ -1,6 +1,7 @@
 // Keys of the top level, fp16, bf16 and pipeline blocks.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "config_sections.hpp"
 
@@ -39,6 +40,12 @@ void visit(V& v, Fp16Config& c) {
   v.field("hysteresis", c.hysteresis, at_least(1));
   v.field("consecutive_hysteresis", c.consecutive_hysteresis);
   v.field("min_loss_scale", c.min_loss_scale, positive());
+  // DeepSpeedFP16Config (v0.19.5) declares it an int and refuses a fraction; it stays a double
+  // here for the loss scaler's arithmetic.
+  if constexpr (V::kReading)
+    if (c.min_loss_scale != std::floor(c.min_loss_scale))
+      throw v.error("min_loss_scale", "expected a whole number > 0 (DeepSpeed's is an int), got " +
+                                          std::to_string(c.min_loss_scale));
   v.field("fp16_master_weights_and_grads", c.fp16_master_weights_and_grads);
 }
 

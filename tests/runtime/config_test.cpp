@@ -991,3 +991,15 @@ TEST_CASE("--set: bytes that are not UTF-8 are an error naming --set, before any
   error = thrown_by([&] { ds::Config::apply_override(config, "dstrain.\xFFkey=1"); });
   CHECK(error.key() == std::string("--set"));
 }
+
+TEST_CASE("Values DeepSpeed v0.19.5 refuses are errors naming the key", "[config]") {
+  // DeepSpeedFP16Config: min_loss_scale is an int (a whole float is read as one).
+  CHECK(thrown_by([] { ds::Config::from_json(with({{"fp16", {{"min_loss_scale", 0.5}}}})); }).key() ==
+        std::string("fp16.min_loss_scale"));
+  CHECK(ds::Config::from_json(with({{"fp16", {{"min_loss_scale", 2.0}}}})).fp16().min_loss_scale == 2.0);
+  // The blocks kept as written are objects in DeepSpeed's models.
+  for (const json& extra : {json{{"checkpoint", {{"writer", "fast"}}}}, json{{"zero_optimization", {{"zenflow", 1}}}}}) {
+    INFO(extra.dump());
+    CHECK_THAT(error_message(with(extra)), Contains("expected an object"));
+  }
+}
