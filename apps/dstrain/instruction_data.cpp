@@ -367,10 +367,15 @@ void add_instruction_options(CLI::App& app, InstructionOptions& options) {
 }
 
 bool is_instruction_data(const std::vector<std::string>& inputs) {
-  return std::any_of(inputs.begin(), inputs.end(), [](const std::string& input) {
+  size_t records = 0;
+  for (const std::string& input : inputs) {
     const std::string ext = std::filesystem::path(input).extension().string();
-    return ext == ".jsonl" || ext == ".json";
-  });
+    records += ext == ".jsonl" || ext == ".json";
+  }
+  if (records > 0 && records < inputs.size())
+    throw Error("--input mixes instruction data (.jsonl, .json) with text documents; tokenize them apart")
+        .with_key("--input");
+  return records > 0;
 }
 
 void run_instruction_tokenize(const tokenizer::Tokenizer& tokenizer, const std::string& tokenizer_spec,

@@ -38,7 +38,8 @@ struct InstructionOptions {
 
 void add_instruction_options(CLI::App& app, InstructionOptions& options);
 
-// True when the inputs are instruction data (.jsonl or .json), not plain text documents.
+// True when the inputs are instruction data (.jsonl or .json), not plain text documents; throws
+// ds::Error when they mix the two.
 bool is_instruction_data(const std::vector<std::string>& inputs);
 
 // Writes PREFIX_{train,val}.{bin,mask,docs}. `tokenizer_spec` is --tokenizer (an hf:DIR gives the

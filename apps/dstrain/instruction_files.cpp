@@ -21,7 +21,7 @@ void write_file(const std::string& path, const std::vector<std::pair<const void*
   ok = ok && std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
   const int err = errno;
   if (std::fclose(file) != 0 || !ok) {
-    std::remove(path.c_str());
+    ::unlink(path.c_str());
     throw Error("write failed").with_path(path).with_errno(ok ? errno : err);
   }
 }
@@ -29,7 +29,7 @@ void write_file(const std::string& path, const std::vector<std::pair<const void*
 }  // namespace
 
 SplitWriter::~SplitWriter() {
-  for (const auto& [temporary, final_path] : staged_) std::remove(temporary.c_str());
+  for (const auto& [temporary, final_path] : staged_) ::unlink(temporary.c_str());  // never a folder in the way (remove() would take an empty one)
 }
 
 void SplitWriter::stage(const std::string& prefix, const SplitData& split) {

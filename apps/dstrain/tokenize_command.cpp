@@ -131,7 +131,8 @@ void add_tokenize_options(CLI::App& app, TokenizeOptions& options) {
       ->required();
   app.add_option("--out", options.out_prefix, "output prefix: writes PREFIX_train.bin and PREFIX_val.bin")->required();
   app.add_option("--valid-fraction", options.valid_fraction,
-                 "share of each document's tokens (its end) for PREFIX_val.bin (default 0.1)");
+                 "share of each document's tokens (its end) for PREFIX_val.bin (default 0.1); of whole records "
+                 "for instruction data");
   add_progress_option(app, options.progress);
   add_instruction_options(app, options.instruction);
 }

@@ -253,6 +253,17 @@ def test_shapes():
             check(any(want["train"][1]) and not all(want["train"][1]), what + ": the mask is trivial")
             if name == "prompt_completion":
                 check("line 4: a token crosses the boundary of a target" in got.stderr, what + ": " + got.stderr)
+        # Several inputs: one stream of documents, split by their position in it.
+        inputs = [os.path.join(work, n + ".jsonl") for n in ("messages", "sharegpt", "alpaca")]
+        got = run(["--tokenizer", "hf:" + folder, "--input"] + inputs +
+                  ["--out", os.path.join(work, "out", "several"), "--valid-fraction", "0.25",
+                   "--template-arg", "system_name=" + json.dumps(extra["system_name"])])
+        check(got.returncode == 0, "several inputs: " + got.stderr)
+        if got.returncode == 0:
+            want = expected(ref, MESSAGES + SHAREGPT + ALPACA, extra, 0.25)
+            for split in ("train", "val"):
+                check(read_split(os.path.join(work, "out", "several_" + split)) == want[split],
+                      "several inputs, %s: files differ" % split)
         # A JSON array of the same records reads the same; the column map renames fields.
         renamed = [{"question": r["prompt"], "answer": r["completion"]} for r in PROMPT_COMPLETION]
         path = os.path.join(work, "renamed.json")
@@ -314,6 +325,21 @@ def test_bad_input():
         tokens, mask, docs = read_split(prefix + "_cut_train")
         want_tokens = whole[0][:30] + whole[0][whole[2][1]:whole[2][1] + 30]
         check(tokens == want_tokens and docs == [0, 30], "truncated files differ")
+
+    # A file that cannot be written (a folder in the way of PREFIX_val.docs's temporary file):
+    # nothing at the final paths, no temporary file left.
+    path = write_jsonl("ok.jsonl", MESSAGES[:1])
+    blocked = os.path.join(work, "blocked")
+    os.makedirs(blocked + "_val.docs.tmp")
+    got = run(["--tokenizer", "hf:" + folder, "--input", path, "--out", blocked])
+    check(got.returncode != 0 and "blocked_val.docs.tmp" in got.stderr
+          and sorted(n for n in os.listdir(work) if n.startswith("blocked")) == ["blocked_val.docs.tmp"],
+          "a failed write must leave nothing: %s %s" % (got.stderr, os.listdir(work)))
+    # Instruction data and text documents are not mixed.
+    text = os.path.join(work, "doc.txt")
+    open(text, "w").write("plain text")
+    got = run(["--tokenizer", "hf:" + folder, "--input", path, text, "--out", os.path.join(work, "out", "mixed")])
+    check(got.returncode != 0 and "mixes instruction data" in got.stderr, "mixed inputs: " + got.stderr)
 
     # Nothing written when nothing can be; no temporary files left.
     path = write_jsonl("none.jsonl", [{"text": "x"}])
