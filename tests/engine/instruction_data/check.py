@@ -34,13 +34,13 @@ def check(condition, message):
         print("FAIL:", message)
 
 
-def tokenizer_folder(name, template_file):
-    """The hf_tokenizer fixture's Qwen2-like folder (<|im_start|>, <|im_end|>, <|endoftext|>) with
-    `template_file` as its chat_template."""
+def tokenizer_folder(name, template_file, base="qwen2"):
+    """The hf_tokenizer fixture's `base` folder (qwen2: <|im_start|>, <|im_end|>, <|endoftext|>;
+    llama3: <|begin_of_text|> and the header tokens) with `template_file` as its chat_template."""
     out = os.path.join(work, name)
     os.makedirs(out, exist_ok=True)
-    shutil.copy(os.path.join(fixture, "files", "qwen2", "tokenizer.json"), out)
-    config = json.load(open(os.path.join(fixture, "files", "qwen2", "tokenizer_config.json")))
+    shutil.copy(os.path.join(fixture, "files", base, "tokenizer.json"), out)
+    config = json.load(open(os.path.join(fixture, "files", base, "tokenizer_config.json")))
     config["chat_template"] = open(os.path.join(here, template_file), encoding="utf-8").read()
     json.dump(config, open(os.path.join(out, "tokenizer_config.json"), "w"))
     return out
@@ -277,6 +277,27 @@ def test_shapes():
             check(read_split(os.path.join(work, "out", "renamed_train")) == want["train"], "column map: files differ")
 
 
+def test_llama3():
+    """A template that writes the BOS itself, on a tokenizer whose post-processor would add one:
+    written once."""
+    folder = tokenizer_folder("tok_llama3", "llama3.jinja", "llama3")
+    ref = Reference(folder)
+    bos = [t["id"] for t in json.load(open(os.path.join(folder, "tokenizer.json")))["added_tokens"]
+           if t["content"] == "<|begin_of_text|>"][0]
+    records = SHAREGPT + ALPACA + CONVERSATIONAL_PROMPT_COMPLETION + PROMPT_COMPLETION[:3]
+    path = os.path.join(work, "llama3.json")
+    json.dump(records, open(path, "w"))
+    got = run(["--tokenizer", "hf:" + folder, "--input", path, "--out", os.path.join(work, "out", "llama3"),
+               "--valid-fraction", "0"])
+    check(got.returncode == 0, "llama3: " + got.stderr)
+    if got.returncode == 0:
+        want = expected(ref, records, {}, 0.0)
+        tokens, mask, docs = read_split(os.path.join(work, "out", "llama3_train"))
+        check((tokens, mask, docs) == want["train"], "llama3: files differ")
+        check(tokens[0] == bos and tokens[1] != bos and tokens.count(bos) == len(SHAREGPT + ALPACA) + 2,
+              "llama3: one BOS per conversation")
+
+
 def test_bad_input():
     folder = os.path.join(work, "tok_generation")
     lines = [
@@ -352,6 +373,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "out"))
     test_shapes()
+    test_llama3()
     test_bad_input()
     if failures:
         print("%d failures" % len(failures))
