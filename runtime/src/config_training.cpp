@@ -18,7 +18,8 @@ void visit(V& v, TrainingConfig& c) {
   v.field("prescale_gradients", c.prescale_gradients);
   v.field("gradient_predivide_factor", c.gradient_predivide_factor, positive());
   v.field("sparse_gradients", c.sparse_gradients);
-  // DeepSpeed also reads "bfp16" as bf16.
+  // "bfp16" as bf16: DeepSpeed v0.19.5 raises for it, but Megatron-DeepSpeed's configs write it and
+  // it asks for nothing ambiguous (docs/config.md).
   v.field("communication_data_type", c.communication_data_type,
           std::vector<std::string>{"fp16", "bf16", "fp32", "bfp16"});
   if constexpr (V::kReading)

@@ -458,6 +458,8 @@ TEST_CASE("real-world configs load; HF ones with \"auto\" given the dstrain sett
 
 TEST_CASE("DeepSpeed's other spellings: bfp16, boolean zero_optimization, fp16 keys inside bf16", "[config]") {
   CHECK(ds::Config::from_json(with({{"communication_data_type", "bfp16"}})).training().communication_data_type == "bf16");
+  CHECK(thrown_by([] { ds::Config::from_json(with({{"communication_data_type", "bf32"}})); }).key() ==
+        std::string("communication_data_type"));
   for (bool enabled : {false, true}) {
     ds::Config config = ds::Config::from_json(with({{"zero_optimization", enabled}}));
     CHECK(config.zero_optimization().stage == (enabled ? 1 : 0));
