@@ -208,8 +208,9 @@ class Tokenizing {
   chat_template::Rendered render(const Json& messages, bool add_generation_prompt) {
     chat_template::RenderOptions o = render_;
     o.add_generation_prompt = add_generation_prompt;
+    const ChatTemplate& t = chat();  // no template, or one that does not parse: an error, not a skip
     try {
-      return chat().render(messages, o);
+      return t.render(messages, o);
     } catch (const Error& e) {
       throw Skip{"refused by the chat template", e.what()};
     }

@@ -356,6 +356,15 @@ def test_bad_input():
     check(got.returncode != 0 and "blocked_val.docs.tmp" in got.stderr
           and sorted(n for n in os.listdir(work) if n.startswith("blocked")) == ["blocked_val.docs.tmp"],
           "a failed write must leave nothing: %s %s" % (got.stderr, os.listdir(work)))
+    # A tokenizer without a chat template: an error for the whole run, unless --chat-template gives one.
+    bare = os.path.join(fixture, "files", "qwen2")
+    got = run(["--tokenizer", "hf:" + bare, "--input", path, "--out", os.path.join(work, "out", "bare")])
+    check(got.returncode != 0 and "--chat-template" in got.stderr and "skipped" not in got.stderr,
+          "no chat template: " + got.stderr)
+    got = run(["--tokenizer", "hf:" + bare, "--input", path, "--out", os.path.join(work, "out", "bare"),
+               "--chat-template", os.path.join(here, "generation.jinja"), "--valid-fraction", "0"])
+    check(got.returncode == 0 and read_split(os.path.join(work, "out", "bare_train")) ==
+          expected(Reference(folder), MESSAGES[:1], {}, 0.0)["train"], "--chat-template FILE: " + got.stderr)
     # Instruction data and text documents are not mixed.
     text = os.path.join(work, "doc.txt")
     open(text, "w").write("plain text")
