@@ -338,6 +338,30 @@ TEST_CASE("hf tokenizer: where tokenizers.js differs, Rust's answers", "[hf_toke
         CHECK(folder.load().encode("a\uFEFF.", false) == std::vector<uint32_t>{97, 0xEF, 0xBB, 256});
     }
   }
+  SECTION("add_bos_token / add_eos_token in tokenizer_config.json replace the template") {
+    // transformers' LlamaTokenizerFast.update_post_processor: single = "[bos:0] $A:0 [eos:0]", each
+    // part there when its flag is true. tokenizers.js keeps tokenizer.json's template ([<s>] $A).
+    json doc =
+        bpe({{"<s>", 0}, {"</s>", 1}, {"a", 2}}, json::array(),
+            {{"post_processor",
+              {{"type", "TemplateProcessing"},
+               {"single",
+                {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+               {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {0}}, {"tokens", {"<s>"}}}}}}}}});
+    for (const auto& [name, id] : {std::pair<const char*, int>{"<s>", 0}, {"</s>", 1}})
+      doc["added_tokens"].push_back({{"id", id},
+                                     {"content", name},
+                                     {"single_word", false},
+                                     {"lstrip", false},
+                                     {"rstrip", false},
+                                     {"normalized", false},
+                                     {"special", true}});
+    CHECK(Folder(doc).load().encode("a", true) == std::vector<uint32_t>{0, 2});
+    const json config = {
+        {"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", false}, {"add_eos_token", true}};
+    CHECK(Folder(doc, config).load().encode("a", true) == std::vector<uint32_t>{2, 1});
+    CHECK(Folder(doc, config).load().encode("a", false) == std::vector<uint32_t>{2});
+  }
   SECTION("clean_up_tokenization_spaces: off unless tokenizer_config.json says so") {
     // Rust's decode never cleans up; transformers does when the config asks. tokenizers.js cleans
     // up when the key is absent.
