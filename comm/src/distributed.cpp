@@ -1,12 +1,7 @@
 #include "dstrain/comm/distributed.hpp"
 
-#include <mpi.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <exception>
 
-#include "abort_deadlines.hpp"
 #include "dstrain/comm/mpi_backend.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
@@ -17,22 +12,8 @@
 namespace ds::comm {
 namespace {
 
-// How long MPI_Abort may take before this rank exits by itself, and before mpirun, still waiting
-// for daemons it cannot reach, is signalled (abort_deadlines.hpp): a healthy mpirun ends a job
-// within a second or two.
-constexpr std::chrono::seconds kAbortGrace{10};
-constexpr std::chrono::seconds kLauncherGrace{15};
-
-// The world group: with the log level, the only global state dstrain keeps.
-std::shared_ptr<Backend> g_world;
+// The name the world was initialized with (job.hpp holds the world itself).
 std::string g_world_name;
-
-bool mpi_running() {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  return initialized && !finalized;
-}
 
 [[noreturn]] void abort_on_terminate() {
   std::string what = "std::terminate called";
@@ -61,31 +42,19 @@ std::shared_ptr<Backend> make_backend(const std::string& name, std::chrono::mill
 }  // namespace
 
 std::shared_ptr<Backend> init_distributed(const std::string& backend_name, std::chrono::milliseconds timeout) {
-  if (g_world) {
+  if (is_initialized()) {
     if (backend_name != g_world_name)
       throw Error("init_distributed('" + backend_name + "') after the world was initialized with '" + g_world_name +
                   "'");
-    return g_world;
+    return world_group();
   }
   if (timeout.count() <= 0) throw Error(log::concat("init_distributed: the timeout must be positive, got ", timeout.count(), " ms"));
-  g_world = make_backend(backend_name, timeout);
+  std::shared_ptr<Backend> group = make_backend(backend_name, timeout);
   g_world_name = backend_name;
-  log::set_rank(g_world->rank());
+  log::set_rank(group->rank());
   std::set_terminate(abort_on_terminate);
-  return g_world;
-}
-
-bool is_initialized() { return g_world != nullptr; }
-
-void finalize() {
-  g_world.reset();
-  g_world_name.clear();
-  if (mpi_running()) MPI_Finalize();
-}
-
-Backend& world() {
-  if (!g_world) throw Error("ds::comm used before init_distributed()");
-  return *g_world;
+  set_world(group);
+  return group;
 }
 
 int get_rank() { return world().rank(); }
@@ -100,25 +69,5 @@ void broadcast(const at::Tensor& tensor, int src) { world().broadcast(tensor, sr
 void send(const at::Tensor& tensor, int dst, int tag) { world().send(tensor, dst, tag); }
 void recv(const at::Tensor& tensor, int src, int tag) { world().recv(tensor, src, tag); }
 void barrier() { world().barrier(); }
-
-void abort_job(const std::string& message) {
-  log::error(message);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  if (mpi_running()) {
-    start_launcher_deadline(kLauncherGrace);
-    start_exit_deadline(kAbortGrace);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  std::_Exit(1);
-}
-
-int run_or_abort(const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    abort_job(e.what());
-  }
-}
 
 }  // namespace ds::comm

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <utility>
 
-#include "dstrain/comm/distributed.hpp"
+#include "dstrain/comm/job.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "mpi_backend_impl.hpp"
@@ -370,26 +370,54 @@ std::unique_ptr<Work> MpiBackend::all_reduce_async(at::Tensor tensor, ReduceOp o
   return std::make_unique<MpiWork>(*impl_, std::move(call), std::move(finish));
 }
 
+namespace {
+
+// The arguments of a collective over one tensor per rank (all_gather's outputs, reduce_scatter's
+// inputs) against this rank's one tensor (the input, the output): as many as ranks, each of its
+// dtype, this rank's the same size, and a total an MPI count can hold. `problem` is what the
+// caller found first; the first problem found is kept.
+struct PerRankTensors {
+  struct List {
+    const char* noun;  // "output": named "outputs[r]", "N output tensors"
+    const std::vector<at::Tensor>& tensors;
+  };
+  struct Mine {
+    const char* noun;  // "input"
+    const at::Tensor& tensor;
+  };
+
+  PerRankTensors(List list, Mine mine, const char* slot, int rank, int world, std::string first)
+      : problem(std::move(first)), values(world + 1, -1) {
+    const std::vector<at::Tensor>& tensors = list.tensors;
+    const std::string name = std::string(list.noun) + "s", other = std::string(" but the ") + mine.noun + " is ";
+    if (problem.empty() && static_cast<int>(tensors.size()) != world)
+      problem = log::concat("got ", tensors.size(), " ", list.noun, " tensors for ", world, " ranks");
+    for (int r = 0; r < world && r < static_cast<int>(tensors.size()); ++r) {
+      values[r] = numel_or_missing(tensors[r]);
+      if (problem.empty() && (!tensors[r].defined() || tensors[r].scalar_type() != mine.tensor.scalar_type()))
+        problem = log::concat(name, "[", r, "] is ", shape_of(tensors[r]), other, shape_of(mine.tensor));
+      if (problem.empty()) total += tensors[r].numel();
+    }
+    values[world] = dtype_or_missing(mine.tensor);
+    if (problem.empty() && tensors[rank].numel() != mine.tensor.numel())
+      problem = log::concat(name, "[", rank, "] (", slot, ") is ", shape_of(tensors[rank]), other, shape_of(mine.tensor));
+    if (problem.empty() && total > INT_MAX)
+      problem = log::concat("the ", name, " hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
+  }
+
+  std::string problem;          // empty when the arguments are good
+  std::vector<int64_t> values;  // each rank's numel, then this rank's dtype: what the ranks must agree on
+  int64_t total = 0;            // the elements of all the per-rank tensors
+};
+
+}  // namespace
+
 void MpiBackend::all_gather(const std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   const auto timing = comms_logger_->begin("all_gather", bytes_of(outputs), "MPI_Iallgatherv");
-  std::string problem = tensor_problem(input, "input");
-  if (problem.empty() && static_cast<int>(outputs.size()) != world_size())
-    problem = log::concat("got ", outputs.size(), " output tensors for ", world_size(), " ranks");
-  std::vector<int64_t> values(world_size() + 1, -1);
-  int64_t total = 0;
-  for (int r = 0; r < world_size() && r < static_cast<int>(outputs.size()); ++r) {
-    values[r] = numel_or_missing(outputs[r]);
-    if (problem.empty() && (!outputs[r].defined() || outputs[r].scalar_type() != input.scalar_type()))
-      problem = log::concat("outputs[", r, "] is ", shape_of(outputs[r]), " but the input is ", shape_of(input));
-    if (problem.empty()) total += outputs[r].numel();
-  }
-  values[world_size()] = dtype_or_missing(input);
-  if (problem.empty() && outputs[rank()].numel() != input.numel())
-    problem = log::concat("outputs[", rank(), "] (this rank's slot) is ", shape_of(outputs[rank()]), " but the input is ",
-                          shape_of(input));
-  if (problem.empty() && total > INT_MAX)
-    problem = log::concat("the outputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
-  auto call = impl_->begin("all_gather", values, "input " + shape_of(input), problem);
+  const PerRankTensors checked({"output", outputs}, {"input", input}, "this rank's slot", rank(), world_size(),
+                               tensor_problem(input, "input"));
+  const int64_t total = checked.total;
+  auto call = impl_->begin("all_gather", checked.values, "input " + shape_of(input), checked.problem);
 
   std::vector<int> counts(world_size()), displacements(world_size());
   for (int r = 0, offset = 0; r < world_size(); ++r) {
@@ -474,24 +502,9 @@ std::unique_ptr<Work> MpiBackend::all_gather_into_async(at::Tensor output, at::T
 
 void MpiBackend::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
   const auto timing = comms_logger_->begin("reduce_scatter", bytes_of(inputs), "MPI_Ireduce_scatter");
-  std::string problem = first_problem({tensor_problem(output, "output"), op_problem(op, output)});
-  if (problem.empty() && static_cast<int>(inputs.size()) != world_size())
-    problem = log::concat("got ", inputs.size(), " input tensors for ", world_size(), " ranks");
-  std::vector<int64_t> values(world_size() + 1, -1);
-  int64_t total = 0;
-  for (int r = 0; r < world_size() && r < static_cast<int>(inputs.size()); ++r) {
-    values[r] = numel_or_missing(inputs[r]);
-    if (problem.empty() && (!inputs[r].defined() || inputs[r].scalar_type() != output.scalar_type()))
-      problem = log::concat("inputs[", r, "] is ", shape_of(inputs[r]), " but the output is ", shape_of(output));
-    if (problem.empty()) total += inputs[r].numel();
-  }
-  values[world_size()] = dtype_or_missing(output);
-  if (problem.empty() && inputs[rank()].numel() != output.numel())
-    problem = log::concat("inputs[", rank(), "] (this rank's part) is ", shape_of(inputs[rank()]), " but the output is ",
-                          shape_of(output));
-  if (problem.empty() && total > INT_MAX)
-    problem = log::concat("the inputs hold ", total, " elements, more than an MPI count can hold (", INT_MAX, ")");
-  auto call = impl_->begin("reduce_scatter", values, "output " + shape_of(output), problem);
+  const PerRankTensors checked({"input", inputs}, {"output", output}, "this rank's part", rank(), world_size(),
+                               first_problem({tensor_problem(output, "output"), op_problem(op, output)}));
+  auto call = impl_->begin("reduce_scatter", checked.values, "output " + shape_of(output), checked.problem);
 
   std::vector<int> counts(world_size());
   std::vector<at::Tensor> flat_inputs;

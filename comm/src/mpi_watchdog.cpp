@@ -8,7 +8,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "dstrain/comm/distributed.hpp"
+#include "dstrain/comm/job.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "mpi_multi_node_defaults.hpp"
 

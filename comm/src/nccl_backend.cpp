@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "dstrain/comm/distributed.hpp"
+#include "dstrain/comm/job.hpp"
 #include "dstrain/comm/mpi_backend.hpp"
 #include "dstrain/comm/onebit_kernels.hpp"
 #include "dstrain/comm/onebit_tensor_ops.hpp"

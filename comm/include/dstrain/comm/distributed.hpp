@@ -1,6 +1,7 @@
 // The default process group, as torch.distributed / deepspeed.comm: init_distributed() brings up
 // the world once (from mpirun's environment, or as a single process without mpirun) and the free
-// functions below run collectives on it. The world group is dstrain's one piece of global state.
+// functions below run collectives on it. The world group itself, finalize() and abort_job() are
+// in job.hpp, below the backends, which end the job from there.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "dstrain/comm/backend.hpp"
+#include "dstrain/comm/job.hpp"  // is_initialized, world, finalize, abort_job, run_or_abort
 
 namespace ds::comm {
 
@@ -21,12 +23,6 @@ namespace ds::comm {
 // not watched); must be positive.
 std::shared_ptr<Backend> init_distributed(const std::string& backend_name = "mpi",
                                           std::chrono::milliseconds timeout = kDefaultTimeout);
-bool is_initialized();
-// Drops the world group and shuts MPI down; collectives afterwards are a ds::Error. Optional: when
-// dstrain initialized MPI, it finalizes it at exit (a normal return from main or exit()).
-void finalize();
-
-Backend& world();  // throws ds::Error when not initialized
 int get_rank();
 int get_world_size();
 
@@ -37,14 +33,5 @@ void broadcast(const at::Tensor& tensor, int src);
 void send(const at::Tensor& tensor, int dst, int tag = 0);
 void recv(const at::Tensor& tensor, int src, int tag = 0);
 void barrier();
-
-// Logs the message as an error with this rank and ends the whole job: MPI_Abort when MPI is up,
-// else this process alone. Safe to call before init_distributed and from any thread.
-[[noreturn]] void abort_job(const std::string& message);
-
-// Runs body and returns its exit code. A std::exception (ds::Error included) escaping body on any
-// rank is logged with that rank and ends the whole job through MPI_Abort, so no rank is left waiting
-// in a collective. Meant to wrap main().
-int run_or_abort(const std::function<int()>& body);
 
 }  // namespace ds::comm
