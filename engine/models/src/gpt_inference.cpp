@@ -2,8 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <cmath>
-#include <limits>
 #include <string>
 
 #include "dstrain/engine/models/gelu.hpp"
@@ -19,15 +17,7 @@ at::Tensor cached_attention(CausalSelfAttentionImpl& attn, const at::Tensor& x, 
   const int64_t B = x.size(0), t = x.size(1), C = x.size(2), D = C / n_head;
   const std::vector<at::Tensor> qkv = attn.c_attn->forward(x).split(C, 2);
   auto heads = [&](const at::Tensor& part) { return part.view({B, t, n_head, D}).transpose(1, 2); };
-  const at::Tensor q = heads(qkv[0]);
-  keys = keys.defined() ? torch::cat({keys, heads(qkv[1])}, 2) : heads(qkv[1]).contiguous();
-  values = values.defined() ? torch::cat({values, heads(qkv[2])}, 2) : heads(qkv[2]).contiguous();
-  const int64_t length = keys.size(2), first = length - t;
-  // New position first + i sees keys 0 .. first + i.
-  const at::Tensor future = torch::ones({t, length}, x.options().dtype(torch::kBool)).triu(first + 1);
-  at::Tensor att = q.matmul(keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  att = att.masked_fill(future, -std::numeric_limits<double>::infinity()).softmax(-1);
-  return attn.c_proj->forward(att.matmul(values).transpose(1, 2).contiguous().view({B, t, C}));
+  return attn.c_proj->forward(attend_cached(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), keys, values));
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <cmath>
-#include <limits>
 #include <string>
 
 #include "dstrain/runtime/error.hpp"
@@ -20,15 +18,7 @@ at::Tensor cached_attention(LlamaAttentionImpl& attn, const at::Tensor& x, const
   const at::Tensor q = heads(apply_rotary_(attn.q_proj->forward(x), H, rope), H);
   const at::Tensor k = heads(apply_rotary_(attn.k_proj->forward(x), KV, rope), KV);
   const at::Tensor v = heads(attn.v_proj->forward(x), KV);
-  keys = keys.defined() ? torch::cat({keys, k}, 2) : k.contiguous();
-  values = values.defined() ? torch::cat({values, v}, 2) : v.contiguous();
-  const int64_t length = keys.size(2), first = length - t;
-  const at::Tensor all_keys = keys.repeat_interleave(H / KV, 1), all_values = values.repeat_interleave(H / KV, 1);
-  // New position first + i sees keys 0 .. first + i.
-  const at::Tensor future = torch::ones({t, length}, x.options().dtype(torch::kBool)).triu(first + 1);
-  at::Tensor att = q.matmul(all_keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  att = att.masked_fill(future, -std::numeric_limits<double>::infinity()).softmax(-1);
-  return attn.o_proj->forward(att.matmul(all_values).transpose(1, 2).contiguous().view({B, t, C}));
+  return attn.o_proj->forward(attend_cached(q, k, v, keys, values));
 }
 
 }  // namespace

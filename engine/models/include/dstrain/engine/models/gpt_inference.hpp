@@ -13,15 +13,10 @@
 #include <vector>
 
 #include "dstrain/engine/models/gpt.hpp"
+#include "dstrain/engine/models/kv_cache.hpp"
 #include "dstrain/engine/models/token_sampler.hpp"
 
 namespace ds::models {
-
-struct KVCache {
-  std::vector<at::Tensor> keys;    // per block: [B, n_head, length, head_size]
-  std::vector<at::Tensor> values;  // the same
-  int64_t length() const { return keys.empty() ? 0 : keys.front().size(2); }
-};
 
 // Logits [B, t, vocab_size] of tokens [B, t] (int64) at positions cache.length() .. + t - 1, the
 // same as the full forward's last t positions; appends the t positions to `cache`. Throws ds::Error
