@@ -3,7 +3,7 @@
 # seed corpus: the shipped configs/ for the config and --set targets, a real index.json (a one-step
 # checkpoint of the trainer DSTRAIN) for the index target, that checkpoint's safetensors export for
 # the safetensors header target, the hf tokenizer tests' tokenizer.json files for the tokenizer.json
-# reader. First every file of
+# reader, tests/engine/chat_template/templates/ for the chat template interpreter. First every file of
 # tests/fuzz/regressions/<target>/ is replayed: what the fuzzer once found stays fixed. A finding
 # fails the test and leaves its input in WORK/findings/<target>/ (add it to regressions/ once fixed).
 # Usage: run_fuzz.sh SOURCE_DIR WORK DSTRAIN SECONDS. Exits 77 (skipped) without clang's libFuzzer.
