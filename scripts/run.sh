@@ -5,7 +5,7 @@
 #                          dstrain, configs/first_run.json);
 #                          with --config FILE, that config instead (e.g. configs/hf_zero3_auto.json)
 #   scripts/run.sh test    install what is missing, build, run the whole test suite
-#   scripts/run.sh build   install what is missing and build
+#   scripts/run.sh build   install what is missing and build everything (train builds the trainer alone)
 # BUILD_DIR (default build/) and JOBS (default: number of cores) may be set in the environment.
 set -euo pipefail
 
@@ -44,12 +44,15 @@ install_missing() {
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Configures $BUILD_DIR once and builds the targets named (the trainer needs only `dstrain`, which
+# brings dstrain-tokenize and dstrain-codec), or everything: tests, benchmarks, sanitizer builds.
 build() {
   if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
   fi
-  local start=$SECONDS
-  cmake --build "$BUILD_DIR" -j "$JOBS"
+  local start=$SECONDS targets=()
+  [ $# -gt 0 ] && targets=(--target "$@")
+  cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
   echo "setup: build finished in $((SECONDS - start)) s"
 }
 
@@ -102,7 +105,7 @@ case "${1:-}" in
   build)
     install_missing; build ;;
   train)
-    install_missing; build
+    install_missing; build dstrain
     shift
     # A --config of the caller's (e.g. configs/hf_zero3_auto.json) replaces the first run's config and data.
     first_run=(--config "$ROOT/configs/first_run.json" --set dstrain.data.path="$BUILD_DIR/data/first_run_train.bin"
