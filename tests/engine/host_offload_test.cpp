@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "dstrain/engine/host_offload.hpp"
+#include "dstrain/engine/partition/host_offload.hpp"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -270,6 +271,19 @@ TEST_CASE("the parameter swap file is preallocated and every chunk read back is 
   }
 }
 
+// The master file as the parameter swapper sees its owner (zero/master_file.hpp): a plain file
+// written here by pwrite, nothing held in memory, its newer values what after_read says.
+struct PlainMasterFile final : ds::zero::MasterFile {
+  std::string path;
+  std::function<bool(int64_t, int64_t, float*)> after_read;
+  std::string master_path() const override { return path; }
+  const float* master_in_memory(int64_t, int64_t) const override { return nullptr; }
+  void settle(int64_t, int64_t) override {}
+  bool overlay_unwritten_master(int64_t offset, int64_t count, float* dst) const override {
+    return after_read && after_read(offset, count, dst);
+  }
+};
+
 // With a shard file (the optimizer's master file, in the engine) the swapper reads each chunk from
 // it as the 4096-aligned window around the chunk and writes nothing; its checksum is taken from
 // the values stored, so a change anywhere in the window, the neighbours' elements and the zeros
@@ -288,15 +302,18 @@ TEST_CASE("parameters read from a shard file: each chunk's aligned window, check
     padded.resize(kPadded, 0.0f);
     write_floats(shard_file, padded);
   };
+  std::vector<std::unique_ptr<PlainMasterFile>> owners;
   auto make = [&](int64_t max_in_cpu, std::function<bool(int64_t, int64_t, float*)> after_read = {}) {
+    owners.push_back(std::make_unique<PlainMasterFile>());
+    owners.back()->path = shard_file;
+    owners.back()->after_read = std::move(after_read);
     ParamSwapper::Options options;
     options.nvme_path = scratch.path;
     options.chunks = chunks;
     options.buffer_count = 2;
     options.buffer_size = 1 << 20;
     options.max_in_cpu = max_in_cpu;
-    options.shard_file = shard_file;
-    options.after_read = std::move(after_read);
+    options.master_file = owners.back().get();
     options.aio = aio();
     return std::make_unique<ParamSwapper>(std::move(options));
   };
@@ -398,7 +415,9 @@ TEST_CASE("parameters read from a shard file with windows longer than one wave o
   options.chunks = chunks;
   options.buffer_count = 3;
   options.buffer_size = 1 << 20;
-  options.shard_file = shard_file;
+  PlainMasterFile master;
+  master.path = shard_file;
+  options.master_file = &master;
   options.aio = ds::io::AioSettings{4096, 1, false, true, 1};
   ParamSwapper swapper(std::move(options));
   swapper.store_range(values.data(), 0, kShardNumel);

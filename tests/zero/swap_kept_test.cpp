@@ -57,20 +57,32 @@ std::vector<ParamSwapper::Chunk> chunks() {
   return all;
 }
 
-// The parameter swapper on the optimizer's master file; `in_memory` also takes the kept sub-groups.
-std::unique_ptr<ParamSwapper> param_swapper(OptimizerSwapper& optimizer, bool in_memory) {
+// The optimizer's master file as the engine hands it to the parameter swapper (it is a
+// zero::MasterFile), but for what this test varies: unless `in_memory`, no chunk is served from the
+// kept sub-groups; and no settle (each step here waits for its writes before the reads).
+struct OptimizerMaster final : ds::zero::MasterFile {
+  OptimizerMaster(OptimizerSwapper& optimizer, bool in_memory) : optimizer(optimizer), in_memory(in_memory) {}
+  std::string master_path() const override { return optimizer.master_path(); }
+  const float* master_in_memory(int64_t offset, int64_t count) const override {
+    return in_memory ? optimizer.master_in_memory(offset, count) : nullptr;
+  }
+  void settle(int64_t, int64_t) override {}
+  bool overlay_unwritten_master(int64_t offset, int64_t count, float* dst) const override {
+    return optimizer.overlay_unwritten_master(offset, count, dst);
+  }
+  OptimizerSwapper& optimizer;
+  bool in_memory;
+};
+
+// The parameter swapper reading its chunks from `master`.
+std::unique_ptr<ParamSwapper> param_swapper(OptimizerMaster& master) {
   ParamSwapper::Options options;
-  options.nvme_path = fs::path(optimizer.folder()).parent_path().string();
-  options.shard_file = optimizer.path_of(0);
+  options.nvme_path = fs::path(master.optimizer.folder()).parent_path().string();
+  options.master_file = &master;
   options.chunks = chunks();
   options.buffer_count = 2;
   options.buffer_size = kChunk;
   options.aio = ds::io::AioSettings{8192, 4, false, true, 2};
-  options.after_read = [&optimizer](int64_t offset, int64_t count, float* dst) {
-    return optimizer.overlay_unwritten(0, offset, count, dst);
-  };
-  if (in_memory)
-    options.in_memory = [&optimizer](int64_t offset, int64_t count) { return optimizer.master_in_memory(offset, count); };
   return std::make_unique<ParamSwapper>(std::move(options));
 }
 
@@ -161,7 +173,8 @@ TEST_CASE("the parameter swapper reads the step's master values: from the kept s
   const std::vector<ParamSwapper::Chunk> all = chunks();
 
   SECTION("every chunk read from the file, the kept sub-groups' values copied over it") {
-    auto params = param_swapper(optimizer, false);
+    OptimizerMaster file(optimizer, false);
+    auto params = param_swapper(file);
     params->store_range(master.data(), 0, kShard);
     for (int s = 0; s < 4; ++s) {
       CAPTURE(s);
@@ -180,7 +193,8 @@ TEST_CASE("the parameter swapper reads the step's master values: from the kept s
   }
 
   SECTION("a chunk inside a kept sub-group comes from memory") {
-    auto params = param_swapper(optimizer, true);
+    OptimizerMaster file(optimizer, true);
+    auto params = param_swapper(file);
     params->store_range(master.data(), 0, kShard);
     for (int s = 0; s < 4; ++s) {
       CAPTURE(s);

@@ -1,6 +1,5 @@
 #include "dstrain/zero/module_call.hpp"
 
-#include "dstrain/zero/param_coordinator.hpp"
 #include "dstrain/zero/param_status.hpp"
 
 namespace ds::zero {
@@ -23,13 +22,13 @@ const char* to_string(ParamStatus status) {
 }
 
 ParamStatus param_status(const at::Tensor& param) {
-  auto* coordinator = dynamic_cast<ParameterCoordinator*>(ModuleHooks::active());
-  return coordinator ? coordinator->status(param) : ParamStatus::Available;
+  const ModuleHooks* hooks = ModuleHooks::active();
+  return hooks ? hooks->status(param) : ParamStatus::Available;
 }
 
 size_t external_parameter_count(const torch::nn::Module& module) {
-  auto* coordinator = dynamic_cast<ParameterCoordinator*>(ModuleHooks::active());
-  return coordinator ? coordinator->external_parameter_count(module) : 0;
+  const ModuleHooks* hooks = ModuleHooks::active();
+  return hooks ? hooks->external_parameter_count(module) : 0;
 }
 
 }  // namespace ds::zero

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kKey = "zero_optimization.offload_param";
 
 // The reader's settings: pieces large enough that the largest read goes out in one wave of
-// queue_depth pieces per worker. A shard_file's window is a page or two longer than its chunk, so
+// queue_depth pieces per worker. A master file's window is a page or two longer than its chunk, so
 // at DeepSpeed's 1 MiB x 8 an 8 MiB chunk's window would send its last page alone, a round trip
 // after the rest (docs/offload.md, "The parameter chunks' reads").
 io::AioSettings one_wave(io::AioSettings aio, int64_t largest_read_bytes) {
@@ -58,7 +58,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
       resident_[i].resize(chunk_numels[i]);
       continue;
     }
-    if (reads_shard_file()) {
+    if (reads_master_file()) {
       const Chunk& chunk = options_.chunks[i];
       const int64_t begin = chunk.shard_offset / io::kAlignElements * io::kAlignElements;
       file_offset_[i] = begin * kFloat;
@@ -86,7 +86,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
           .with_rank(options_.rank);
   }
 
-  if (!reads_shard_file())
+  if (!reads_master_file())
     folder_ = io::make_swap_folder(options_.nvme_path, "dstrain-param-rank" + std::to_string(options_.rank),
                                    std::string(kKey) + ".nvme_path", file_bytes_);
   try {
@@ -107,7 +107,7 @@ ParamSwapper::ParamSwapper(Options options) : options_(std::move(options)) {
     throw;
   }
   log::info("offload_param: ", swapped_numel(), " fp32 elements of this rank's parameter partition on NVMe in ",
-            reads_shard_file() ? path() + " (the optimizer's master: nothing written twice)" : folder_, ", ",
+            reads_master_file() ? path() + " (the optimizer's master: nothing written twice)" : folder_, ", ",
             resident_numel_, " in memory (max_in_cpu), ", buffers_.size(), " buffers of ", buffer_numel_,
             " elements (", buffers_.size() * buffer_numel_ * sizeof(float) / 1e6, " MB)");
 }
@@ -124,7 +124,7 @@ ParamSwapper::~ParamSwapper() {
   }
 }
 
-std::string ParamSwapper::path() const { return reads_shard_file() ? options_.shard_file : folder_ + "/params.swp"; }
+std::string ParamSwapper::path() const { return reads_master_file() ? options_.master_file->master_path() : folder_ + "/params.swp"; }
 
 int64_t ParamSwapper::padded(size_t i) const { return io::round_up(options_.chunks[i].numel, io::kAlignElements); }
 
@@ -166,7 +166,8 @@ std::string ParamSwapper::chunk_name(size_t i) const {
 }
 
 const float* ParamSwapper::in_owner_memory(size_t i) const {
-  return options_.in_memory ? options_.in_memory(options_.chunks[i].shard_offset, options_.chunks[i].numel) : nullptr;
+  return options_.master_file ? options_.master_file->master_in_memory(options_.chunks[i].shard_offset, options_.chunks[i].numel)
+                              : nullptr;
 }
 
 bool ParamSwapper::read_ahead(size_t i) {
@@ -179,13 +180,14 @@ bool ParamSwapper::read_ahead(size_t i) {
     if (buffers_[k].state == State::Free) b = static_cast<int>(k);
   if (b < 0) return false;
   Buffer& buffer = buffers_[b];
-  if (options_.before_read) options_.before_read(file_offset_[i] / static_cast<int64_t>(sizeof(float)), read_numel_[i]);
+  if (options_.master_file)
+    options_.master_file->settle(file_offset_[i] / static_cast<int64_t>(sizeof(float)), read_numel_[i]);
   reader_->async_pread(buffer.data, read_numel_[i] * sizeof(float), path(), file_offset_[i], &buffer.read_crc);
   buffer.read_done_at = reader_->queued_count();
   buffer.checked = false;
   // New values have begun to come for this window (a step begun in backward has stepped part of
   // it, so its parameter's backward is done, and this is a read ahead backward will not use).
-  buffer.stale = reads_shard_file() && window_taken_[i] > 0;
+  buffer.stale = reads_master_file() && window_taken_[i] > 0;
   stats_.read_bytes += read_numel_[i] * sizeof(float);
   buffer.state = State::Reading;
   buffer.param = i;
@@ -240,7 +242,7 @@ void ParamSwapper::drop_read_ahead() {
 }
 
 void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_t count) {
-  if (reads_shard_file()) checksum_windows(values, shard_offset, count);
+  if (reads_master_file()) checksum_windows(values, shard_offset, count);
   const int64_t end = shard_offset + count;
   // The first chunk ending past shard_offset; chunks are in shard order.
   auto first = std::upper_bound(options_.chunks.begin(), options_.chunks.end(), shard_offset,
@@ -254,7 +256,7 @@ void ParamSwapper::store_range(const float* values, int64_t shard_offset, int64_
       std::memcpy(resident_[i].data() + (lo - chunk.shard_offset), values + (lo - shard_offset), (hi - lo) * sizeof(float));
       continue;
     }
-    if (reads_shard_file()) continue;  // its owner writes these values
+    if (reads_master_file()) continue;  // its owner writes these values
     // A chunk cut by the range's end waits in its buffer for the rest from the next range.
     if (buffer_of_[i] < 0) {
       const int b = take_buffer(true);
@@ -337,7 +339,9 @@ void ParamSwapper::wait_reads(int b) {
       const size_t i = buffer.param;
       // The owner's newer values over the file's: the window checked is the one handed out.
       const int64_t bytes = read_numel_[i] * static_cast<int64_t>(sizeof(float));
-      if (options_.after_read && options_.after_read(file_offset_[i] / static_cast<int64_t>(sizeof(float)), read_numel_[i], buffer.data))
+      if (options_.master_file &&
+          options_.master_file->overlay_unwritten_master(file_offset_[i] / static_cast<int64_t>(sizeof(float)),
+                                                         read_numel_[i], buffer.data))
         buffer.read_crc = io::crc32c(0, buffer.data, bytes);
       io::check_swap_block(written_crc_[i], buffer.read_crc, path(), file_offset_[i],
                            read_numel_[i] * static_cast<int64_t>(sizeof(float)), chunk_name(i), options_.rank);

@@ -182,7 +182,7 @@ void check_compatible(const ckpt::CheckpointIndex& index, const std::string& pat
 }  // namespace
 
 int64_t EngineCore::checkpoint_bucket_bytes() const {
-  return ds::checkpoint_bucket_bytes(config_.zero_optimization().reduce_bucket_size);
+  return ds::checkpoint_bucket_bytes(plan_.zero.reduce_bucket_size);
 }
 
 at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {
@@ -199,7 +199,7 @@ at::Tensor EngineCore::gather_full(size_t i, const at::Tensor& shard) {
 std::map<std::string, at::Tensor> EngineCore::consolidated_weights() {
   wait_for_parameters();
   std::map<std::string, at::Tensor> weights;
-  const at::Tensor master = master_range(0, layout_->shard_numel());
+  const at::Tensor master = partition_->read(0, 0, layout_->shard_numel());
   for (size_t i = 0; i < params_.size(); ++i) weights[names_[i]] = gather_full(i, master).clone();
   return weights;
 }
@@ -235,31 +235,22 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
           throw Error("refusing to save checkpoint '" + tag + "' at step " + std::to_string(global_steps_) +
                       ": the fp32 master weights are not finite (the training diverged)").with_path(dir);
       };
-      if (rank < layout_->partitions() && swapper_) {
-        // Offloaded: the same sections, streamed from the swap files (names()[0] is the master).
-        const std::vector<std::string>& swapped = swapper_->names();
-        at::Tensor buffer = at::empty({std::min(bucket / 4, layout_->shard_numel())}, at::kFloat);
-        for (size_t k = 0; k < swapped.size(); ++k)
+      ShardOptimizer& optimizer = partition_->optimizer();
+      if (rank < layout_->partitions()) {
+        // The master and the optimizer's state, wherever the partition keeps them, a bucket at a
+        // time: views where they lie in memory, copies joined from the model's slices or read from
+        // the swap files.
+        const std::vector<std::string> sections = partition_->sections();
+        for (size_t k = 0; k < sections.size(); ++k)
           append_streamed_section(
-              out, mine, k == 0 ? "master" : "optim/" + swapped[k], layout_->shard_numel(), bucket,
-              [&](int64_t begin, int64_t count) {
-                swapper_->read(k, begin, buffer.data_ptr<float>(), count);
-                return buffer.narrow(0, 0, count);
-              },
+              out, mine, sections[k], layout_->shard_numel(), bucket,
+              [&](int64_t begin, int64_t count) { return partition_->read(k, begin, count).cpu().contiguous(); },
               k == 0 ? std::function<void(const at::Tensor&)>(finite) : nullptr);
-      } else if (rank < layout_->partitions()) {
-        if (master_.defined())
-          append_section(out, mine, "master", master_, bucket, finite);
-        else  // the master lies in the model's slices: joined a bucket at a time
-          append_streamed_section(
-              out, mine, "master", layout_->shard_numel(), bucket,
-              [&](int64_t begin, int64_t count) { return master_range(begin, count).cpu(); }, finite);
-        for (auto& [name, tensor] : optimizer_->state()) append_section(out, mine, "optim/" + name, tensor, bucket);
       }
       if (rank == 0)
-        for (auto& [name, tensor] : optimizer_->replicated_state())
+        for (auto& [name, tensor] : optimizer.replicated_state())
           append_section(out, mine, "replicated/" + name, tensor, bucket);
-      for (auto& [name, tensor] : optimizer_->local_state()) append_section(out, mine, "local/" + name, tensor, bucket);
+      for (auto& [name, tensor] : optimizer.local_state()) append_section(out, mine, "local/" + name, tensor, bucket);
       append_section(out, mine, "rng", at::detail::getDefaultCPUGenerator().get_state(), bucket);
       out.finish();
       mine.bytes = out.bytes();
@@ -277,7 +268,7 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
       index.params.push_back({names_[i], shapes_[i], slot.numel, slot.chunk, slot.shard_offset});
     }
     index.optimizer = to_string(config_.optimizer().type);
-    for (auto& [name, tensor] : optimizer_->state()) index.optimizer_state.push_back(name);
+    for (auto& [name, tensor] : partition_->optimizer().state()) index.optimizer_state.push_back(name);
     const LossScalerState& s = scaler_.state();
     index.counters = {{"global_steps", global_steps_},
                       {"optimizer_steps", optimizer_steps_},
@@ -288,7 +279,7 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
                         {"iteration", s.iteration},
                         {"last_overflow_iteration", s.last_overflow_iteration},
                         {"hysteresis_left", s.hysteresis_left}}}};
-    index.config = config_.to_json();
+    index.config = apply_memory_plan(config_, plan_).to_json();  // as it ran: the planner's knobs set
     nlohmann::json entry = {{"file", mine.file}, {"bytes", mine.bytes}, {"crc32c", mine.crc32c}, {"sections", nlohmann::json::array()}};
     for (const ckpt::ShardSection& section : mine.sections)
       entry["sections"].push_back({{"name", section.name}, {"dtype", section.dtype}, {"offset", section.offset}, {"bytes", section.bytes}});
@@ -341,7 +332,8 @@ void EngineCore::save_checkpoint(const std::string& dir, std::string tag) {
 void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
   wait_for_parameters();  // before the loaded values land where gathers still write
   at::NoGradGuard no_grad;
-  NamedTensors state = optimizer_->state();
+  ShardOptimizer& optimizer = partition_->optimizer();
+  NamedTensors state = optimizer.state();
   const int rank = group_->rank();
   const bool node_local = config_.checkpoint().use_node_local_storage;
   // ZeRO 0's one whole copy lies in rank 0's shard, on rank 0's node only: with node-local storage
@@ -376,7 +368,7 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
           needed.insert(static_cast<int>(k));
       }
     if (index.world_size == group_->world_size()) needed.insert(rank);  // its per-rank state and generator
-    if (reads_replicated && !optimizer_->replicated_state().empty()) needed.insert(0);
+    if (reads_replicated && !optimizer.replicated_state().empty()) needed.insert(0);
     if (!node_local) return;
     for (const int k : needed) {
       const std::string path = (fs::path(folder) / index.shards.at(k).file).string();
@@ -419,37 +411,28 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
     }
   }
 
-  // Offloaded state goes into the swap files through one bucket-sized buffer.
+  // Each chunk of each section goes into the partition through one bucket-sized buffer, wherever
+  // the partition keeps it (the model's own storage, a copy, the swap files).
   const int64_t per_piece = checkpoint_bucket_bytes() / static_cast<int64_t>(sizeof(float));
-  at::Tensor piece = swapper_ ? at::empty({per_piece}, at::kFloat) : at::Tensor();
+  const std::vector<std::string> sections = partition_->sections();
+  at::Tensor piece = at::empty({per_piece}, at::kFloat);
   for (size_t i = 0; i < params_.size() && reads_state; ++i) {
     const zero::ParamSlot& slot = layout_->slot(i);
     const int64_t begin = std::min<int64_t>(layout_->rank() * slot.chunk, slot.numel);
     const int64_t count = std::min<int64_t>(slot.chunk, slot.numel - begin);
-    auto read = [&](const std::string& section, const at::Tensor& chunk) {
-      shards.read_elements(i, section, begin, count, chunk.data_ptr<float>());
-      if (count < slot.chunk) chunk.narrow(0, count, slot.chunk - count).zero_();
-    };
-    auto read_swapped = [&](const std::string& section, size_t name) {
+    for (size_t k = 0; k < sections.size(); ++k)
       for (int64_t at = 0; at < slot.chunk; at += per_piece) {
         const int64_t n = std::min(per_piece, slot.chunk - at);
         const int64_t valid = std::clamp<int64_t>(count - at, 0, n);
-        if (valid > 0) shards.read_elements(i, section, begin + at, valid, piece.data_ptr<float>());
+        if (valid > 0) shards.read_elements(i, sections[k], begin + at, valid, piece.data_ptr<float>());
         if (valid < n) piece.narrow(0, valid, n - valid).zero_();
-        swapper_->write(name, slot.shard_offset + at, piece.data_ptr<float>(), n);
+        partition_->write(k, slot.shard_offset + at, piece.narrow(0, 0, n));
       }
-    };
-    if (swapper_) {
-      const std::vector<std::string>& swapped = swapper_->names();
-      for (size_t k = 0; k < swapped.size(); ++k) read_swapped(k == 0 ? "master" : "optim/" + swapped[k], k);
-    } else {
-      read("master", master_chunk(i));  // the model's own storage, where the master lies in it
-      for (auto& [name, tensor] : state) read("optim/" + name, layout_->chunk_view(i, tensor));
-    }
   }
+  // ZeRO 0 (never offloaded): its one whole copy, broadcast from rank 0.
   if (whole_from_rank0)
     for (size_t i = 0; i < params_.size(); ++i) {
-      group_->broadcast(master_chunk(i), 0);
+      group_->broadcast(partition_->master_chunk(i), 0);
       for (auto& [name, tensor] : state) group_->broadcast(layout_->chunk_view(i, tensor), 0);
     }
   const nlohmann::json& counters = index.counters;
@@ -462,7 +445,7 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
                    s.at("last_overflow_iteration").get<int64_t>(), s.at("hysteresis_left").get<int>()});
 
   const bool same_world = index.world_size == group_->world_size();
-  if (const NamedTensors local = optimizer_->local_state(); !local.empty()) {
+  if (const NamedTensors local = optimizer.local_state(); !local.empty()) {
     std::string names;
     for (const auto& [name, tensor] : local) names += (names.empty() ? "" : ", ") + name;
     if (same_world) {
@@ -475,7 +458,7 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
     }
   }
   // State that every rank holds alike is rank 0's copy, whatever the world size.
-  for (auto& [name, tensor] : optimizer_->replicated_state()) {
+  for (auto& [name, tensor] : optimizer.replicated_state()) {
     if (reads_replicated)
       shards.read_section(0, "replicated/" + name, tensor.data_ptr(), static_cast<int64_t>(tensor.nbytes()));
     if (node_local) group_->broadcast(tensor, 0);
@@ -488,7 +471,7 @@ void EngineCore::load_checkpoint(const std::string& dir, std::string tag) {
     generator.set_state(rng);
   }
   lr_ = schedule_.lr(std::max<int64_t>(0, optimizer_steps_ - 1));
-  refresh_model_from_master();
+  partition_->refresh_model();
   reducer_->zero_grad_shard();
   log::info("checkpoint: loaded ", folder, " at step ", global_steps_);
 }

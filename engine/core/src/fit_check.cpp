@@ -8,6 +8,7 @@
 
 #include "dstrain/engine/memory_budget.hpp"
 #include "dstrain/engine/memory_plan.hpp"
+#include "dstrain/engine/partition/optimizer_partition.hpp"
 #include "dstrain/io/swap_preflight.hpp"
 #include "dstrain/io/swap_units.hpp"
 #include "dstrain/runtime/error.hpp"
@@ -81,7 +82,7 @@ std::vector<SwapFiles> swap_files_per_rank(const Config& given, const ZeroConfig
   }
   if (planned.offload_optimizer.device == OffloadDevice::Nvme && planned.stage >= 1) {
     // The master, the optimizer's state tensors and, outside the pipeline engine, the gradient.
-    const int64_t count = 1 + (given.optimizer().type == OptimizerType::SGD ? 1 : 2) + (given.pipeline().stages ? 0 : 1);
+    const int64_t count = partition_sizes(PartitionKind::Nvme, given, shard, static_cast<int>(partitions)).swap_files();
     files.push_back({"zero_optimization.offload_optimizer.nvme_path", planned.offload_optimizer.nvme_path,
                      "optimizer state and gradients", count * io::round_up(shard, io::kAlignElements) * 4});
   }

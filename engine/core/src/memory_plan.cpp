@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "dstrain/comm/backend.hpp"
 #include "dstrain/engine/models/activation_checkpointing.hpp"
-#include "dstrain/engine/step_in_backward.hpp"
+#include "dstrain/engine/partition/model_weights.hpp"
+#include "dstrain/engine/partition/optimizer_partition.hpp"
+#include "dstrain/engine/partition/step_in_backward.hpp"
 #include "dstrain/runtime/error.hpp"
 #include "dstrain/runtime/log.hpp"
 #include "dstrain/runtime/rank_env.hpp"
@@ -21,14 +24,6 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t model_dtype_bytes(const Config& config) { return config.bf16().enabled || config.fp16().enabled ? 2 : 4; }
-
-// The optimizer's shard-shaped state tensors: SGD's momentum; Adam's (and the others') two moments;
-// OneBitLamb's fresh variance and ZeroOneAdam's momentum accumulator beside them.
-int64_t optimizer_state_tensors(const OptimizerConfig& optimizer) {
-  if (optimizer.type == OptimizerType::SGD) return 1;
-  if (optimizer.type == OptimizerType::OneBitLamb || optimizer.type == OptimizerType::ZeroOneAdam) return 3;
-  return 2;
-}
 
 // What the built-in GPT's forward keeps for backward, in elements: per block the LayerNorms'
 // inputs and outputs, q|k|v, the attention output and its projection, the MLP's 4C-wide input and
@@ -82,11 +77,7 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   plan.zero = zero;
   const int64_t db = model_dtype_bytes(config);
   const int64_t partitions = zero.stage >= 1 ? world : 1;
-  const bool nvme_optimizer = zero.offload_optimizer.device == OffloadDevice::Nvme && zero.stage >= 1;
-  // As the engine: under the pipeline engine the gradient shard stays in memory.
-  const bool nvme_gradients = nvme_optimizer && !config.pipeline().stages;
   const bool nvme_params = zero.offload_param.device == OffloadDevice::Nvme && zero.stage == 3;
-  const int64_t states = optimizer_state_tensors(config.optimizer());
 
   std::vector<int64_t> chunks, packed;
   int64_t shard = 0, whole = 0, persistent = 0, largest = 0;
@@ -105,23 +96,26 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
   }
 
   ModelStateBytes& state = plan.model_state;
-  // In fp32 with the master in memory it is the model's own storage (EngineCore::MasterStorage):
-  // stage 3's partition (unless that is on NVMe), or, at stages 0-2, the one buffer every
-  // parameter views, each padded to partitions x chunk.
-  const bool master_is_model = db == 4 && !nvme_optimizer && !nvme_params;
-  // hpZ keeps, beside the partition, 1/H of every gathered parameter (as gathered: padded).
+  // Where the master, the optimizer's state and the gradient shard live: the engine's own choice
+  // (optimizer_partition.hpp), and each placement's bytes from there.
+  const PartitionSizes placed = partition_sizes(
+      choose_partition(zero, {static_cast<int>(partitions), db == 4, shape.on_gpu, shape.aliased}), config, shard,
+      static_cast<int>(partitions));
+  const bool nvme_optimizer = placed.kind == PartitionKind::Nvme;
+  const bool nvme_gradients = placed.gradients_on_nvme;
+  // The model's weights as held: whole at stages 0-2; at stage 3 this rank's partition (unless on
+  // NVMe), the persistent parameters whole and hpZ's secondary copy, 1/H of every gathered
+  // parameter (as gathered: padded).
   const int64_t hpz = zero.zero_hpz_partition_size;
   int64_t secondary = 0;
   if (zero.stage == 3 && hpz > 1 && hpz < partitions)
     for (size_t i = 0; i < shape.numels.size(); ++i)
       if (shape.numels[i] > zero.stage3_param_persistence_threshold) secondary += packed[i] / hpz;
-  if (zero.stage == 3)
-    state.parameters = (nvme_optimizer || master_is_model ? 0 : 4 * shard) + (nvme_params ? 0 : db * shard) +
-                       db * persistent + db * secondary;
-  else
-    state.parameters = master_is_model ? 4 * partitions * shard : (nvme_optimizer ? 0 : 4 * shard) + db * whole;
-  state.gradients = nvme_gradients ? 0 : 4 * shard;
-  state.optimizer = nvme_optimizer ? 0 : 4 * shard * states;
+  const int64_t weights =
+      zero.stage == 3 ? (nvme_params ? 0 : db * shard) + db * persistent + db * secondary : db * whole;
+  state.parameters = placed.parameters(weights);
+  state.gradients = placed.gradients();
+  state.optimizer = placed.optimizer();
   // The 1-bit family (stages 0-2; docs/optimizers.md, "ZeRO-1 and ZeRO-2"): the compressed allreduce
   // runs on the whole model's flat vector padded to 8 x world at every stage, so the worker's error
   // is that whole vector and the server's one chunk of it. Under partitions the gradients it
@@ -206,9 +200,8 @@ MemoryPlan size_with(const Config& config, const ModelShape& shape, int world, c
     const int64_t group = zero::optimizer_sub_group_numel(shard, zero.sub_group_size);
     const int64_t slots =
         zero::optimizer_swap_slots(zero.offload_optimizer.pipeline_read, zero.offload_optimizer.pipeline_write);
-    plan.optimizer_swap_buffers = 4 * slots * group * (1 + states);
-    if (nvme_gradients)
-      plan.gradient_swap_buffers = 4 * (slots * group + zero::kGradientPages * zero::gradient_page_numel(shard));
+    plan.optimizer_swap_buffers = placed.optimizer_swap_buffers(slots, group);
+    plan.gradient_swap_buffers = placed.gradient_swap_buffers(slots, group);
   }
   if (nvme_params) {
     const zero::ParamSwapSizes sizes = zero::param_swap_sizes(chunks, zero.offload_param.max_in_cpu);
@@ -332,10 +325,6 @@ ModelShape gpt_stage_shape(const models::GPTConfig& gpt, int first, int last) {
   return stage;
 }
 
-int64_t refresh_gather_width(int64_t allgather_bucket_size, int partitions) {
-  constexpr int64_t kMostNumel = int64_t{4} << 20;
-  return std::max<int64_t>(1, std::min(allgather_bucket_size, kMostNumel) / partitions);
-}
 
 int64_t checkpoint_bucket_bytes(int64_t reduce_bucket_size) {
   return std::clamp<int64_t>(reduce_bucket_size * int64_t{4}, 4096, int64_t{64} << 20);
@@ -490,7 +479,7 @@ Search search_plan(const Config& config, const ModelShape& shape, int world, con
   if (nvme_optimizer) {
     const int slots =
         zero::optimizer_swap_slots(zero.offload_optimizer.pipeline_read, zero.offload_optimizer.pipeline_write);
-    const int files = 1 + static_cast<int>(optimizer_state_tensors(config.optimizer())) + (config.pipeline().stages ? 0 : 1);
+    const int files = partition_sizes(PartitionKind::Nvme, config, 0, world).swap_files();
     choose("offload_optimizer.buffer_count", slots * files,
            std::to_string(files) + " files x " + std::to_string(slots) + " sub-group(s) in memory",
            [](ZeroConfig& z, int64_t v) { z.offload_optimizer.buffer_count = static_cast<int>(v); });
@@ -582,12 +571,14 @@ Config apply_memory_plan(const Config& config, const MemoryPlan& plan) {
   return planned;
 }
 
-Config plan_engine_memory(const Config& config, const torch::nn::Module& model, comm::Backend& group) {
+MemoryPlan plan_engine_memory(const Config& config, const torch::nn::Module& model, comm::Backend& group) {
   ModelShape shape;
   std::vector<std::vector<int64_t>> shapes;
+  std::set<const void*> storages;
   at::Device device = at::kCPU;  // the group's collectives take tensors where the model is (NCCL: a GPU)
   for (const at::Tensor& param : model.parameters()) {
     if (!param.requires_grad()) continue;
+    shape.aliased = shape.aliased || !storages.insert(param.storage().unsafeGetStorageImpl()).second;
     shape.numels.push_back(param.numel());
     shapes.push_back(param.sizes().vec());
     device = param.device();
@@ -632,7 +623,7 @@ Config plan_engine_memory(const Config& config, const torch::nn::Module& model, 
               plan.budget > 0 ? " of a budget of " + mb(plan.budget) + " (" + plan.budget_source + ")" : std::string(),
               knobs.empty() ? std::string("; every knob as configured") : "; chose " + knobs);
   }
-  return apply_memory_plan(config, plan);
+  return plan;
 }
 
 }  // namespace ds

@@ -26,32 +26,10 @@ int pipeline_stages(const Config& config) {
   return *config.pipeline().stages;
 }
 
-// Drops from `block` (the effective config's block at `path`) each key the config left unset, so
-// that it stays unset for the stage's engine: its memory planner chooses only those.
-void keep_given(nlohmann::json& block, const std::string& path, const Config& config) {
-  for (auto it = block.begin(); it != block.end();) {
-    const std::string key = path + "." + it.key();
-    if (it->is_object()) {
-      keep_given(*it, key, config);
-      ++it;
-    } else if (config.given(key) || config.is_auto(key)) {
-      ++it;
-    } else {
-      it = block.erase(it);
-    }
-  }
-}
-
-// The stage's EngineCore gets the config without gradient clipping: it would clip by this stage's
-// norm alone, and the pipeline clips by the whole model's before calling step(). Nor does it
-// gather parameters during forwards: the schedule runs the stage's module outside EngineCore's.
-Config without_clipping(const Config& config) {
-  nlohmann::json json = config.to_json();
-  json["gradient_clipping"] = 0.0;
-  json["dstrain"]["gather_in_forward"] = false;
-  keep_given(json["zero_optimization"], "zero_optimization", config);
-  return Config::from_json(json);
-}
+// The stage's EngineCore does not clip: it would clip by this stage's norm alone, and the pipeline
+// clips by the whole model's before calling step(). Nor does it gather parameters during forwards
+// (dstrain.gather_in_forward): the schedule runs the stage's module outside EngineCore's.
+constexpr EngineOptions kStageEngineOptions{/*clip_gradients=*/false, /*gather_in_forward=*/false};
 
 }  // namespace
 
@@ -71,7 +49,7 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
       : grid_(grid),
         device_(device),
         module_(module),
-        engine_(ds::initialize(std::move(built), without_clipping(config), std::move(dp_group))),
+        engine_(ds::initialize(std::move(built), config, std::move(dp_group), kStageEngineOptions)),
         pipe_group_(pipe_group),
         tied_(std::move(tied)),
         max_norm_(config.training().gradient_clipping),
@@ -137,7 +115,7 @@ class PipelineEngine::ModuleStage final : public pipe::Stage {
   bool parameters_fit_whole() const {
     const zero::ParameterCoordinator* coordinator = engine_->parameter_coordinator();
     return coordinator &&
-           coordinator->partitioned_numel() <= engine_->config().zero_optimization().stage3_max_live_parameters;
+           coordinator->partitioned_numel() <= engine_->zero_optimization().stage3_max_live_parameters;
   }
 
   // The batch's last backward must stay open (it is the accumulation boundary) until OptimizerStep.

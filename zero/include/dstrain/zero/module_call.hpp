@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "dstrain/zero/param_status.hpp"
+
 namespace ds::zero {
 
 using TensorFn = std::function<void(at::Tensor&)>;
@@ -59,6 +61,10 @@ class ModuleHooks {
   // call() runs it just after module's forward returned; outputs points at every tensor of the
   // return value, which hooks may replace in place (or register autograd hooks on).
   virtual void post_forward(torch::nn::Module& module, const std::vector<at::Tensor*>& outputs) = 0;
+  // What param_status() and external_parameter_count() (param_status.hpp) answer inside a forward.
+  // Hooks that partition nothing (stages 1-2's SliceGather) keep these: every parameter is whole.
+  virtual ParamStatus status(const at::Tensor& /*param*/) const { return ParamStatus::Available; }
+  virtual size_t external_parameter_count(const torch::nn::Module& /*module*/) const { return 0; }
 
   // The hooks active on this thread, like LibTorch's grad mode: set only for the duration of an
   // engine's forward by an ActiveHooks guard.

@@ -73,10 +73,11 @@
 #include "dstrain/io/locked_buffers.hpp"
 #include "dstrain/io/raw_aio_handle.hpp"
 #include "dstrain/io/swap_stats.hpp"
+#include "dstrain/zero/master_file.hpp"
 
 namespace ds::zero {
 
-class OptimizerSwapper {
+class OptimizerSwapper final : public MasterFile {
  public:
   struct Options {
     std::string nvme_path;           // the folder is created in it (offload_optimizer.nvme_path)
@@ -148,13 +149,16 @@ class OptimizerSwapper {
   // step_in_backward, before the boundary backward: queues the kept sub-groups' writes; they are
   // no longer handed out, and their slots go to the step's sub-groups once written.
   void release_kept();
-  // Waits for writes still in flight to master elements [offset, offset + count), so that a read of
-  // them gets the new values (the parameter swapper reading master.swp).
-  void settle(int64_t offset, int64_t count);
-
-  // Between steps: the master values of shard elements [offset, offset + count) where one kept
-  // sub-group holds them all, else nullptr. Valid until the next swap_in, fill() or write().
-  const float* master_in_memory(int64_t offset, int64_t count) const;
+  // The master file as the parameter swapper reads it (master_file.hpp): master.swp; settle waits
+  // for writes still in flight to master elements [offset, offset + count); master_in_memory gives
+  // them between steps where one kept sub-group holds them all (valid until the next swap_in, fill()
+  // or write()); overlay_unwritten_master is overlay_unwritten() of the master.
+  std::string master_path() const override { return path_of(0); }
+  void settle(int64_t offset, int64_t count) override;
+  const float* master_in_memory(int64_t offset, int64_t count) const override;
+  bool overlay_unwritten_master(int64_t offset, int64_t count, float* dst) const override {
+    return overlay_unwritten(0, offset, count, dst);
+  }
   // Copies over dst, which holds elements [offset, offset + count) of file `name` as read from it
   // outside a step, the values that kept sub-groups hold and the file does not yet (the parameter
   // swapper reading master.swp). Whether there were any.

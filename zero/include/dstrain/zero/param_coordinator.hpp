@@ -74,10 +74,10 @@ class ParameterCoordinator : public ModuleHooks {
   void post_forward(torch::nn::Module& module, const std::vector<at::Tensor*>& outputs) override;
 
   ParamStatus status(size_t param_index) const { return params_[param_index].status; }
-  ParamStatus status(const at::Tensor& param) const;
+  ParamStatus status(const at::Tensor& param) const override;
   bool persistent(size_t param_index) const { return params_[param_index].persistent; }
   // External parameters found for `module` (returned to it by a child, or registered explicitly).
-  size_t external_parameter_count(const torch::nn::Module& module) const;
+  size_t external_parameter_count(const torch::nn::Module& module) const override;
 
   // Where this rank's chunks live with offload_param on NVMe; null when they are in memory.
   ParamSwapper* swapper() const { return swapper_.get(); }

@@ -23,7 +23,7 @@
 // overwritten, or truncated and written past) or a read past the end of a truncated file are a
 // ds::Error naming the file, the offset and the parameter; so is reading a chunk never stored.
 //
-// With Options::shard_file the swapper has no file of its own: it reads its chunks from a file
+// With Options::master_file the swapper has no file of its own: it reads its chunks from a file
 // that already holds this rank's whole shard at the shard's own offsets (in fp32 at stage 3 with
 // the optimizer on NVMe, the optimizer's master file holds exactly the partition), and writes
 // nothing. A chunk there starts and ends mid-page, so its read is the 4096-aligned window around
@@ -45,6 +45,7 @@
 #include "dstrain/io/locked_buffers.hpp"
 #include "dstrain/io/raw_aio_handle.hpp"
 #include "dstrain/io/swap_stats.hpp"
+#include "dstrain/zero/master_file.hpp"
 
 namespace ds::zero {
 
@@ -61,24 +62,15 @@ class ParamSwapper {
     int buffer_count = 0;       // offload_param.buffer_count
     int64_t buffer_size = 0;    // offload_param.buffer_size: the largest swapped chunk allowed
     int64_t max_in_cpu = 0;     // offload_param.max_in_cpu: elements kept resident
-    // "": chunks go to <folder>/params.swp. Else a file holding the shard at its offsets (fp32,
-    // padded with zeros to 4096 bytes), kept current by its owner: chunks are read from it.
-    std::string shard_file;
-    // With a shard_file, from its owner: where shard elements [offset, offset + count) are in its
-    // memory, their address (valid until the next store_range), else nullptr; and, once they are
-    // read from the file into dst, the values it holds newer than the file copied over them
-    // (true if there were any).
-    std::function<const float*(int64_t shard_offset, int64_t count)> in_memory;
-    std::function<bool(int64_t shard_offset, int64_t count, float* dst)> after_read;
-    // Called before elements [offset, offset + count) are read from the shard_file: the owner's
-    // writes of them still in flight are to finish first.
-    std::function<void(int64_t shard_offset, int64_t count)> before_read;
+    // null: chunks go to <folder>/params.swp. Else the optimizer's master file, which holds the
+    // shard and which its owner keeps current: chunks are read from it (not owned).
+    MasterFile* master_file = nullptr;
     io::AioSettings aio;
   };
 
   // Checks buffer_count and buffer_size (an error naming the key and a value that works) and
   // nvme_path (make_swap_folder's preflight), and creates the folder and its file (none with a
-  // shard_file). The file's contents are undefined until store_range() has covered every chunk.
+  // master file). The file's contents are undefined until store_range() has covered every chunk.
   explicit ParamSwapper(Options options);
   // Waits for transfers still queued and removes the folder.
   ~ParamSwapper();
@@ -86,7 +78,7 @@ class ParamSwapper {
   ParamSwapper& operator=(const ParamSwapper&) = delete;
 
   bool swapped(size_t i) const { return file_offset_[i] >= 0; }
-  const std::string& folder() const { return folder_; }  // "" with a shard_file
+  const std::string& folder() const { return folder_; }  // "" with a master file
   std::string path() const;  // the file the chunks are read from
   int64_t resident_numel() const { return resident_numel_; }
   int64_t swapped_numel() const;
@@ -108,7 +100,7 @@ class ParamSwapper {
 
   // Shard elements [shard_offset, shard_offset + count) hold new values: each swapped chunk is
   // written once all of its elements have come (ranges come in any order, each element once per
-  // pass over the shard; with a shard_file, only its checksum is taken, and the shard_file must
+  // pass over the shard; with a master file, only its checksum is taken, and the master file must
   // hold these values by the next read).
   void store_range(const float* values, int64_t shard_offset, int64_t count);
   // Waits for the writes: then the file holds every stored value.
@@ -135,8 +127,8 @@ class ParamSwapper {
   };
 
   int64_t padded(size_t i) const;
-  bool reads_shard_file() const { return !options_.shard_file.empty(); }
-  // With a shard_file: the CRC-32C of each chunk's read window, from the values stored.
+  bool reads_master_file() const { return options_.master_file != nullptr; }
+  // With a master file: the CRC-32C of each chunk's read window, from the values stored.
   void checksum_windows(const float* values, int64_t shard_offset, int64_t count);
   // Chunk i in its shard file's owner's memory, or nullptr.
   const float* in_owner_memory(size_t i) const;
@@ -153,8 +145,8 @@ class ParamSwapper {
   std::string folder_;
   std::vector<int64_t> file_offset_;          // per chunk: byte offset of its read, -1 if resident
   std::vector<int64_t> read_numel_;           // per chunk: elements read (its own file: the padded chunk)
-  std::vector<int64_t> lead_;                 // per chunk: elements read before its first (shard_file)
-  // Per chunk (shard_file): the pieces of its window's checksum taken in this pass over the shard,
+  std::vector<int64_t> lead_;                 // per chunk: elements read before its first (master file)
+  // Per chunk (master file): the pieces of its window's checksum taken in this pass over the shard,
   // by element offset, and how many elements they cover.
   struct CrcPiece {
     int64_t offset;

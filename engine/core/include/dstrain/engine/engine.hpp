@@ -12,28 +12,21 @@
 //             gathers a module's parameters again when gradient reaches its outputs (stage 3);
 //             GradientReducer::on_gradient_ready packs each finished gradient into its bucket and
 //             all-reduces (stage 0) or reduce-scatters (stages 1-3) full buckets into this rank's
-//             fp32 gradient shard while backward goes on; on_gradient_taken releases the packed
-//             parameter (stage 3); on_gradient_reduced writes each reduced range to the gradient's
-//             swap file (offload_optimizer on NVMe). Stages 0-1 reduce only at the accumulation
-//             boundary, stages 2-3 every micro-step. (OneBitAdam after freeze_step keeps gradients
-//             local and exchanges compressed momentum instead.)
-//   step      at the boundary: unscale_and_norm (fp16: unscale, overflow vote; the global norm),
-//             clip_coefficient, then the ShardOptimizer updates this rank's fp32 master shard with
-//             the scheduled lr, and refresh_model_from_master refreshes the model's weights.
-//             In fp32 the master is the model's own storage (MasterStorage): stepped in place,
-//             nothing to refresh on one partition or at stage 3 (where it is the partition), the
-//             other ranks' slices all-gathered at stages 1-2 (with dstrain.gather_in_forward by
-//             zero::SliceGather during the next forward, each module's as it runs). A separate
-//             fp32 master (fp16/bf16)
-//             is copied into the model at stage 0, all-gathered at 1-2, kept as shards at 3.
-//             With offload_optimizer on NVMe the master, optimizer state and gradient shard live
-//             in swap files and step_offloaded runs the update sub-group by sub-group: swap in,
-//             unscale and clip, fused kernel, swap out, refresh that range. With offload_param on
-//             NVMe stage 3's parameter chunks live in a swap file (ParamSwapper). A model on a GPU
-//             with offload_optimizer "cpu" (ZeRO-Offload, HostOffload) keeps master, optimizer
-//             state and gradient shard on the host: each reduced bucket is copied there on a side
-//             stream during backward, and step_on_host steps piece by piece with the CPU kernel
-//             while the previous piece's weights copy back.
+//             fp32 gradient shard while backward goes on; ParameterCoordinator::gradient_taken
+//             releases the packed parameter (stage 3); the OptimizerPartition's gradient sink takes
+//             each reduced range where it keeps the gradient (host memory, a swap file). Stages 0-1
+//             reduce only at the accumulation boundary, stages 2-3 every micro-step. (OneBitAdam
+//             after freeze_step keeps gradients local and exchanges compressed momentum instead.)
+//   step      at the boundary: the partition's gradients(), unscale_and_norm (fp16: unscale,
+//             overflow vote; the global norm), clip_coefficient, then the partition's step(): the
+//             ShardOptimizer updates this rank's fp32 master shard with the scheduled lr and the
+//             model's weights are refreshed from it (ModelWeights). Where the master, the
+//             optimizer state and the gradient shard live is the partition's placement
+//             (dstrain/engine/partition/optimizer_partition.hpp): the model's own storage (fp32,
+//             one partition or stage 3), its slices (fp32, stages 1-2), a copy (bf16/fp16), host
+//             memory (ZeRO-Offload) or swap files (ZeRO-Infinity, stepped sub-group by sub-group,
+//             begun inside backward with dstrain.step_in_backward). With offload_param on NVMe
+//             stage 3's parameter chunks live in a swap file (ParamSwapper).
 // Every piece of model state is a ShardLayout-shaped tensor, so offload can move any of them.
 #pragma once
 
@@ -48,9 +41,12 @@
 #include <vector>
 
 #include "dstrain/comm/backend.hpp"
+#include "dstrain/engine/memory_plan.hpp"
+#include "dstrain/engine/partition/model_state_bytes.hpp"
 #include "dstrain/engine/optim/loss_scaler.hpp"
 #include "dstrain/engine/optim/lr_schedule.hpp"
 #include "dstrain/engine/optim/optimizer.hpp"
+#include "dstrain/engine/partition/optimizer_partition.hpp"
 #include "dstrain/io/transfer_time.hpp"
 #include "dstrain/zero/optimizer_swapper.hpp"
 #include "dstrain/runtime/config.hpp"
@@ -62,24 +58,24 @@
 
 namespace ds {
 
-class HostOffload;
-namespace zero {
-class SliceGather;
-}  // namespace zero
+class ModelWeights;
 
-// Per-rank bytes of model state, as the ZeRO paper counts it.
-struct ModelStateBytes {
-  int64_t parameters = 0;  // model weights held (whole, or shards under stage 3) + fp32 master shard
-                           // (none of its own in fp32 with the master in memory: it is the model's storage)
-  int64_t gradients = 0;   // param.grad() held + the fp32 gradient shard (or its swap buffers)
-  int64_t optimizer = 0;   // optimizer state shards
-  int64_t total() const { return parameters + gradients + optimizer; }
+// What a caller that runs the engine inside a larger step asks of it (the pipeline engine's
+// stages). The config stays the user's; these only narrow what the engine does with it.
+struct EngineOptions {
+  // step() clips by gradient_clipping. The pipeline engine clips by the whole model's norm before
+  // it calls step(), so its stages' engines must not clip again by their own stage's norm.
+  bool clip_gradients = true;
+  // dstrain.gather_in_forward may act. The pipeline's schedule interleaves forwards and backwards of
+  // several micro-batches, so a stage's parameters are gathered at the step instead.
+  bool gather_in_forward = true;
 };
 
 class EngineCore {
  public:
   // dp_group: the data-parallel group; the whole world when null.
-  EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::Backend> dp_group);
+  EngineCore(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::Backend> dp_group,
+             EngineOptions options = {});
   virtual ~EngineCore();
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -108,7 +104,11 @@ class EngineCore {
   int train_micro_batch_size_per_gpu() const { return config_.train_micro_batch_size_per_gpu(); }
   int gradient_accumulation_steps() const { return config_.gradient_accumulation_steps(); }
   int zero_stage() const { return config_.zero_optimization().stage; }
+  // The config as given (its batch resolved for the data-parallel group).
   const Config& config() const { return config_; }
+  // The ZeRO knobs in force: the config's, with those the memory planner chose where the user left
+  // them unset or "auto" (memory_plan.hpp).
+  const ZeroConfig& zero_optimization() const { return plan_.zero; }
   comm::Backend& dp_group() const { return *group_; }
   TimerRegistry& timers() { return timers_; }
   ModelStateBytes model_state_bytes() const;
@@ -116,7 +116,7 @@ class EngineCore {
   // the last call (zeros without offload). The seconds are the process's (io/transfer_time.hpp),
   // so they also count this process's own AioHandle transfers, if it makes any beside the engine.
   io::SwapStats take_swap_stats();
-  const zero::OptimizerSwapper* optimizer_swapper() const { return swapper_.get(); }
+  const zero::OptimizerSwapper* optimizer_swapper() const { return partition_->swapper(); }
   zero::ParamStatus param_status(const at::Tensor& param) const;
   // Stage 3's parameter coordinator (null below stage 3), e.g. for zero::GatheredParameters.
   zero::ParameterCoordinator* parameter_coordinator() const { return coordinator_.get(); }
@@ -159,85 +159,35 @@ class EngineCore {
   // The checks of offload against the model's device (offload_param on NVMe needs a CPU model,
   // offload_optimizer on a GPU needs stage 1-3; "cpu" is logged).
   void check_offload_devices(at::Device device) const;
-  // Where this rank's fp32 master shard lives.
-  enum class MasterStorage {
-    Model,        // master_ is the model's own storage: on one partition every parameter views it;
-                  // at stage 3 it is the coordinator's partition (taken once that is built)
-    ModelSlices,  // stages 1-2 over several ranks: this rank's slices of model_flat_, the one fp32
-                  // buffer every parameter views, each padded to a multiple of the ranks
-    Copy,         // master_, a copy of its own: the model in fp16/bf16, stage 3's partition on
-                  // NVMe, parameters sharing storage
-    Swapped,      // swapper_'s file (offload_optimizer on NVMe)
-  };
-  MasterStorage choose_master_storage() const;
-  // The fp32 master shard from the model's weights, where choose_master_storage() says.
-  void build_master_shard(at::Device device);
-  // This rank's master chunk of parameter i: a view, of master_ or of model_flat_ (not Swapped).
-  at::Tensor master_chunk(size_t i) const;
-  // Master shard elements [begin, begin + count): a view of master_, or a copy assembled from the
-  // model's slices or read from the swap file.
-  at::Tensor master_range(int64_t begin, int64_t count);
-  // The optimizer update of a ModelSlices master, where the slices lie.
-  void step_model_slices(const at::Tensor& grads);
-  // ZeRO-Offload's update (a model on a GPU, offload_optimizer.device "cpu"): the fused CPU kernel
-  // on the host master a piece at a time, each piece's new weights copied to the GPU while the next
-  // one steps; grads: the host gradient shard, unscaled and clipped.
-  void step_on_host(const at::Tensor& grads);
-  // Whether the reduced gradient shard lives in the optimizer swapper's file (NVMe).
-  bool gradients_on_nvme() const;
-  // ZeRO-Offload's host gradient shard once its copies from the GPU are done (zeros when no
-  // backward reduced since the last step).
-  const at::Tensor& host_gradients();
-  // Hooks the GradientReducer runs inside backward's autograd pass. on_gradient_taken: parameter
-  // i's gradient was packed into its bucket, so stage 3 may release the whole parameter.
-  void on_gradient_taken(size_t param_index);
-  // on_gradient_reduced: a bucket's reduction completed with the gradient shard on NVMe; this
-  // rank's reduced values of shard elements [shard_offset, + values.numel()) go to its swap file
-  // (overwriting them after a step, else adding).
-  void on_gradient_reduced(const at::Tensor& values, int64_t shard_offset, bool overwrite);
-  // The step's first stage. fp16: unscales the gradient shard in memory and votes across the
-  // group on an overflow (the loss scaler updates). Returns the global norm of the unscaled
-  // gradient (grads undefined: from the sums of squares taken as the gradient's swap file was
-  // written), or nothing when the step is to be skipped.
-  std::optional<double> unscale_and_norm(const at::Tensor& grads, double loss_scale);
   // The configured optimizer, its state on `device`, over layout_ and group_; Adam's and SGD's
   // state holds state_numel elements (0 when it lives in swap files).
   std::unique_ptr<ShardOptimizer> make_optimizer(at::Device device, int64_t state_numel);
-  // The optimizer update on NVMe-resident state: for each sub-group, swap in, fused kernel, swap
-  // out. grads: the gradient shard in memory, unscaled and clipped; undefined when it is swapped
-  // too, and then each swapped-in gradient sub-group is divided by `unscale` (fp16's loss scale, else
-  // 1) and multiplied by `clip` (when < 1) first.
-  void step_offloaded(const at::Tensor& grads, double unscale, double clip);
-  // One sub-group of it: swap in, the kernel at optimizer step number `step`, swap out, refresh.
-  void step_sub_group(int64_t i, const at::Tensor& grads, double unscale, double clip, int64_t step);
-  // Refreshes the model's working copy from the whole master shard (in memory or swapped).
-  void refresh_model_from_master();
-  // Takes the new master values of shard elements [shard_offset, + values.numel()) into the model
-  // (gathered across the partitions at stages 1-2); finish_refresh() once all were taken.
-  void refresh_model_range(const at::Tensor& values, int64_t shard_offset);
-  void finish_refresh();
+  // The step's first stage. fp16: unscales the gradient shard in memory and votes across the
+  // group on an overflow (the loss scaler updates). Returns the global norm of the unscaled
+  // gradient (grads undefined: from the partition's sum of squares, taken as the gradient's swap
+  // file was written), or nothing when the step is to be skipped.
+  std::optional<double> unscale_and_norm(const at::Tensor& grads, double loss_scale);
   at::Tensor gather_full(size_t param_index, const at::Tensor& shard);
   double global_grad_norm(const at::Tensor& grads);
   bool any_overflow(const at::Tensor& grads);
+  size_t index_of(const at::Tensor& param, const char* caller) const;
 
   std::shared_ptr<torch::nn::Module> model_;
   Config config_;
+  EngineOptions options_;
   std::shared_ptr<comm::Backend> group_;
+  MemoryPlan plan_;  // every buffer's size, within the budget; plan_.zero the knobs in force
   std::vector<std::string> names_;
   std::vector<at::Tensor> params_;
   std::vector<std::vector<int64_t>> shapes_;  // whole shapes (stage 3 tensors hold none between uses)
   std::unique_ptr<zero::ShardLayout> layout_;
-  MasterStorage master_storage_ = MasterStorage::Copy;
-  at::Tensor master_;      // fp32, this rank's shard (Model, Copy)
-  at::Tensor model_flat_;  // fp32, every parameter padded to partitions x chunk (ModelSlices)
-  std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer.device "nvme"
+  // Where this rank's master, optimizer state and gradient shard live, and the optimizer on them.
+  std::unique_ptr<OptimizerPartition> partition_;
   double reading_seconds_taken_ = io::reading_seconds();  // by take_swap_stats
   double writing_seconds_taken_ = io::writing_seconds();
-  std::unique_ptr<HostOffload> host_offload_;        // offload_optimizer.device "cpu", model on a GPU
   std::unique_ptr<zero::ParameterCoordinator> coordinator_;
-  std::unique_ptr<zero::SliceGather> slice_gather_;  // ModelSlices with dstrain.gather_in_forward
+  std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<zero::GradientReducer> reducer_;
-  std::unique_ptr<ShardOptimizer> optimizer_;
   LrSchedule schedule_;
   LossScaler scaler_;
   TimerRegistry timers_;
@@ -247,20 +197,13 @@ class EngineCore {
   int64_t skipped_steps_ = 0;
   double lr_ = 0;
   double grad_norm_ = 0;
-  // With the gradient on NVMe: the sum of squares of the last reducing backward's result.
-  double swapped_grad_sum_of_squares_ = 0;
-  // dstrain.step_in_backward where it can act; during the boundary backward, stepping_in_backward_,
-  // and the sub-groups of the coming step stepped so far (step() does the rest).
-  bool step_in_backward_ = false;
-  bool stepping_in_backward_ = false;
-  int64_t stepped_in_backward_ = 0;
 };
 
 template <class ModelHolder>
 class Engine : public EngineCore {
  public:
-  Engine(ModelHolder model, Config config, std::shared_ptr<comm::Backend> dp_group)
-      : EngineCore(model.ptr(), std::move(config), std::move(dp_group)), model_(std::move(model)) {}
+  Engine(ModelHolder model, Config config, std::shared_ptr<comm::Backend> dp_group, EngineOptions options = {})
+      : EngineCore(model.ptr(), std::move(config), std::move(dp_group), options), model_(std::move(model)) {}
 
   template <class... Args>
   decltype(auto) forward(Args&&... args) {
@@ -279,8 +222,9 @@ class Engine : public EngineCore {
 // DeepSpeed's deepspeed.initialize: the engine for `model` (a LibTorch module holder) and `config`.
 template <class ModelHolder>
 std::shared_ptr<Engine<ModelHolder>> initialize(ModelHolder model, Config config,
-                                                std::shared_ptr<comm::Backend> dp_group = nullptr) {
-  return std::make_shared<Engine<ModelHolder>>(std::move(model), std::move(config), std::move(dp_group));
+                                                std::shared_ptr<comm::Backend> dp_group = nullptr,
+                                                EngineOptions options = {}) {
+  return std::make_shared<Engine<ModelHolder>>(std::move(model), std::move(config), std::move(dp_group), options);
 }
 
 }  // namespace ds

@@ -18,8 +18,8 @@
 // plan_memory() first chooses the knobs the user left unset (docs/zero.md, "The memory planner"):
 // Hugging Face's sizes from d at stage 3, sub-groups and buffer counts the pipelined swap needs,
 // then halves whichever shrinks the peak most until it is within the budget less a margin. The
-// engine applies the plan once at start (plan_engine_memory); `dstrain estimate` and `dstrain
-// plan` print it without building the model.
+// engine takes the plan once at start (plan_engine_memory) and sizes everything by plan.zero, never
+// rewriting the config; `dstrain estimate` and `dstrain plan` print it without building the model.
 #pragma once
 
 #include <cstdint>
@@ -27,18 +27,26 @@
 #include <string>
 #include <vector>
 
-#include "dstrain/engine/engine.hpp"
 #include "dstrain/engine/memory_budget.hpp"
+#include "dstrain/engine/partition/model_state_bytes.hpp"
 #include "dstrain/engine/models/gpt_config.hpp"
 #include "dstrain/runtime/config.hpp"
 
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
 namespace ds {
+namespace comm {
+class Backend;
+}  // namespace comm
 
 struct ModelShape {
   std::vector<int64_t> numels;  // trainable parameters, in the model's order
   int64_t hidden = 0;           // d; 0 when not known
   std::optional<models::GPTConfig> gpt;  // the built-in GPT: its activations are estimated
   bool on_gpu = false;          // the model is on a GPU (the step cannot begin in backward there)
+  bool aliased = false;         // two parameters share one storage (the master is then a copy)
 };
 
 // The built-in GPT's parameters in its order, from its config alone (the model is never built).
@@ -108,23 +116,19 @@ MemoryPlan plan_memory(const Config& config, const ModelShape& shape, int world,
 // The gradient bucket for a link between nodes: 5e6 elements (measured), or a quarter of a model
 // smaller than four of those (at least 2^16).
 int64_t link_bucket_numel(int64_t model_numel);
-// `config` with the plan's chosen knobs set.
+// `config` with the plan's chosen knobs set: the config as a run used it, which its checkpoints
+// record (the engine itself takes plan.zero).
 Config apply_memory_plan(const Config& config, const MemoryPlan& plan);
 
 // The checkpoint I/O buffer: one reduce bucket of fp32, at least 4 KiB, at most 64 MiB. Saving and
 // loading stream through it, so no rank's memory grows by more.
 int64_t checkpoint_bucket_bytes(int64_t reduce_bucket_size);
 
-// Stages 1-2 refresh the weights from the master shard by all-gathering this many shard elements
-// per partition at a time: allgather_bucket_size over the partitions, and at most 4M elements in
-// all (16 MB of fp32): DeepSpeed's default (5e8) would put a second copy of the whole model in one
-// temporary (400 MB at 100M parameters, most of stage 1-2's peak above the model state).
-int64_t refresh_gather_width(int64_t allgather_bucket_size, int partitions);
-
 // EngineCore's one call at start: plans for `model`'s trainable parameters (d and activations from
 // the config's dstrain.model block when it is a GPT, else d guessed from the parameters), with the
 // smallest budget of any rank in `group` so every rank chooses the same; logs the chosen knobs on
-// rank 0 and returns the config with them set. Collective over `group`.
-Config plan_engine_memory(const Config& config, const torch::nn::Module& model, comm::Backend& group);
+// rank 0 and returns the plan, whose `zero` the engine uses in place of the config's block.
+// Collective over `group`.
+MemoryPlan plan_engine_memory(const Config& config, const torch::nn::Module& model, comm::Backend& group);
 
 }  // namespace ds

@@ -1,4 +1,4 @@
-#include "dstrain/engine/host_offload.hpp"
+#include "dstrain/engine/partition/host_offload.hpp"
 
 #include <ATen/ATen.h>
 

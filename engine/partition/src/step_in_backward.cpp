@@ -1,4 +1,4 @@
-#include "dstrain/engine/step_in_backward.hpp"
+#include "dstrain/engine/partition/step_in_backward.hpp"
 
 namespace ds {
 
