@@ -17,7 +17,8 @@ void write_file(const std::string& path, const std::vector<std::pair<const void*
   std::FILE* file = std::fopen(path.c_str(), "wb");
   if (!file) throw Error("cannot create file").with_path(path).with_errno(errno);
   bool ok = true;
-  for (const auto& [data, size] : parts) ok = ok && std::fwrite(data, 1, size, file) == size;
+  // An empty part (an empty split's data() may be null) is not passed to fwrite, which takes no null.
+  for (const auto& [data, size] : parts) ok = ok && (size == 0 || std::fwrite(data, 1, size, file) == size);
   ok = ok && std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
   const int err = errno;
   if (std::fclose(file) != 0 || !ok) {
